@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds kvserve. Usage: scripts/build.sh [release|asan] (default release).
+# release -> build/, asan (ASan+UBSan, Debug-optimised) -> build-asan/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-release}
+case "$mode" in
+  release) dir=build; flags=(-DCMAKE_BUILD_TYPE=Release) ;;
+  asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=ON -DKVSERVE_BUILD_BENCH=OFF) ;;
+  *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
+esac
+cmake -S . -B "$dir" -G Ninja "${flags[@]}" > /dev/null
+cmake --build "$dir" -j "$(nproc)"

@@ -1,0 +1,21 @@
+#!/usr/bin/env bash
+# Installs what kvserve needs from Debian 12's packages (nothing else is downloaded).
+# Safe to run again: it only calls apt-get when a package is missing.
+set -euo pipefail
+packages=(
+  build-essential cmake ninja-build pkg-config git
+  libgtest-dev libgmock-dev libbenchmark-dev
+  libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
+  libxxhash-dev libhiredis-dev redis-server curl
+)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -ne 0 ] && SUDO=sudo
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
