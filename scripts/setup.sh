@@ -6,7 +6,7 @@ packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
   libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
-  libxxhash-dev libhiredis-dev redis-server curl
+  libxxhash-dev libhiredis-dev redis-server curl libicu-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -10,7 +10,10 @@ void SetExitCode(int code) { exit_code = code; }
 
 // Subcommands register here; each lives in tools/<command>.cc.
 void RegisterCommands(CLI::App& app) {
-  (void)app;
+  RegisterMakeModel(app);
+  RegisterInspect(app);
+  RegisterPlan(app);
+  RegisterGenerate(app);
 }
 
 }  // namespace kvserve::tools

@@ -8,6 +8,12 @@ namespace kvserve::tools {
 // Every Register* function lives in its own tools/<command>.cc.
 void RegisterCommands(CLI::App& app);
 
+// The subcommands (tools/<command>.cc).
+void RegisterMakeModel(CLI::App& app);  // make_model.cc
+void RegisterInspect(CLI::App& app);    // inspect.cc
+void RegisterPlan(CLI::App& app);       // plan.cc
+void RegisterGenerate(CLI::App& app);   // generate.cc
+
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();
 void SetExitCode(int code);

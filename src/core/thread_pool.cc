@@ -1,11 +1,43 @@
 #include "core/thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "core/check.h"
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
 namespace kvserve {
 namespace {
+
+// Spin budget before blocking: longer than the gap between two ParallelFor calls of one
+// forward step, far shorter than a scheduler tick. Bounded in time, not polls, so a spinner
+// on an oversubscribed machine soon blocks and frees its core for the thread it waits for.
+constexpr auto kSpinBudget = std::chrono::microseconds(50);
+constexpr int kPollsPerClockRead = 32;
+
+inline void CpuRelax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// Polls `done` with pause instructions for up to kSpinBudget; true once it returned true.
+template <class Done>
+bool SpinUntil(Done done) {
+  const auto deadline = std::chrono::steady_clock::now() + kSpinBudget;
+  for (;;) {
+    for (int i = 0; i < kPollsPerClockRead; ++i) {
+      if (done()) return true;
+      CpuRelax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+  }
+}
 
 // Range of thread `t` of `num_threads` over [0, n), aligned to grain.
 std::pair<size_t, size_t> RangeFor(size_t n, size_t grain, int t, int num_threads) {
@@ -24,11 +56,9 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads))
 }
 
 ThreadPool::~ThreadPool() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    stop_ = true;
-  }
-  work_cv_.notify_all();
+  stop_ = true;
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  generation_.notify_all();
   for (auto& w : workers_) w.join();
 }
 
@@ -40,42 +70,55 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, 
     fn(0, n, 0);
     return;
   }
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    CHECK(fn_ == nullptr) << "ParallelFor is not reentrant";
-    fn_ = &fn;
-    n_ = n;
-    grain_ = grain;
-    pending_ = num_threads_ - 1;
-    ++generation_;
-  }
-  work_cv_.notify_all();
+  CHECK(!in_call_.exchange(true, std::memory_order_acquire)) << "ParallelFor is not reentrant";
+  fn_ = &fn;
+  n_ = n;
+  grain_ = grain;
+  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  // seq_cst pairs with the workers' sleeping_workers_ increment: either a worker sees the new
+  // generation before it sleeps, or we see it asleep and wake it.
+  generation_.fetch_add(1, std::memory_order_seq_cst);
+  if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
   auto [begin, end] = RangeFor(n, grain, 0, num_threads_);
   if (begin < end) fn(begin, end, 0);
-  std::unique_lock<std::mutex> lock(mu_);
-  done_cv_.wait(lock, [this] { return pending_ == 0; });
+  AwaitWorkers();
   fn_ = nullptr;
+  in_call_.store(false, std::memory_order_release);
+}
+
+void ThreadPool::AwaitWorkers() {
+  if (SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; })) return;
+  caller_sleeping_.store(true, std::memory_order_seq_cst);
+  for (int p; (p = pending_.load(std::memory_order_seq_cst)) != 0;) {
+    pending_.wait(p, std::memory_order_seq_cst);
+  }
+  caller_sleeping_.store(false, std::memory_order_relaxed);
+}
+
+uint32_t ThreadPool::AwaitGeneration(uint32_t seen) {
+  uint32_t g = seen;
+  if (SpinUntil([&] { return (g = generation_.load(std::memory_order_acquire)) != seen; })) {
+    return g;
+  }
+  sleeping_workers_.fetch_add(1, std::memory_order_seq_cst);
+  while ((g = generation_.load(std::memory_order_seq_cst)) == seen) {
+    generation_.wait(seen, std::memory_order_seq_cst);
+  }
+  sleeping_workers_.fetch_sub(1, std::memory_order_relaxed);
+  return g;
 }
 
 void ThreadPool::WorkerLoop(int index) {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
-    const std::function<void(size_t, size_t, int)>* fn;
-    size_t n, grain;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      work_cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-      if (stop_) return;
-      seen = generation_;
-      fn = fn_;
-      n = n_;
-      grain = grain_;
-    }
-    auto [begin, end] = RangeFor(n, grain, index, num_threads_);
-    if (begin < end) (*fn)(begin, end, index);
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (--pending_ == 0) done_cv_.notify_one();
+    seen = AwaitGeneration(seen);
+    if (stop_) return;
+    auto [begin, end] = RangeFor(n_, grain_, index, num_threads_);
+    if (begin < end) (*fn_)(begin, end, index);
+    // seq_cst pairs with caller_sleeping_: the caller either sees 0 or is woken.
+    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
+        caller_sleeping_.load(std::memory_order_seq_cst)) {
+      pending_.notify_all();
     }
   }
 }

@@ -7,12 +7,17 @@
 //
 // Thread safety: ParallelFor may be called from one thread at a time. It blocks until every
 // range is done. No allocation per call.
+//
+// Hand-off: the forward pass calls ParallelFor ~100 times per decoded token, so a futex wake
+// per call would dominate. Workers and the caller first spin (with a pause instruction) on
+// atomic counters for up to ~50 us, and only then block in a futex wait (std::atomic::wait);
+// wake-ups are issued only when someone actually sleeps.
 #pragma once
 
-#include <condition_variable>
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -35,18 +40,24 @@ class ThreadPool {
 
  private:
   void WorkerLoop(int index);
+  // Returns the first generation different from `seen` (spins, then blocks).
+  uint32_t AwaitGeneration(uint32_t seen);
+  // Blocks the caller until every worker finished the current call (spins, then blocks).
+  void AwaitWorkers();
 
   int num_threads_;
   std::vector<std::thread> workers_;
-  std::mutex mu_;
-  std::condition_variable work_cv_;
-  std::condition_variable done_cv_;
-  const std::function<void(size_t, size_t, int)>* fn_ = nullptr;  // guarded by mu_
+  // The current call, written by the caller before generation_ is bumped (release) and read
+  // by workers after they observe the new generation (acquire).
+  const std::function<void(size_t, size_t, int)>* fn_ = nullptr;
   size_t n_ = 0;
   size_t grain_ = 1;
-  uint64_t generation_ = 0;  // bumped per ParallelFor call
-  int pending_ = 0;          // workers still running the current call
   bool stop_ = false;
+  std::atomic<uint32_t> generation_{0};  // bumped per ParallelFor call (and at shutdown)
+  std::atomic<int> pending_{0};          // workers still running the current call
+  std::atomic<int> sleeping_workers_{0};  // workers blocked in generation_.wait
+  std::atomic<bool> caller_sleeping_{false};  // caller blocked in pending_.wait
+  std::atomic<bool> in_call_{false};          // catches reentrant / concurrent calls
 };
 
 // The hardware thread count, at least 1.

@@ -46,4 +46,43 @@ struct PagedKvView {
   }
 };
 
+// PagedLatentView: compressed latent KV (one entry per compress_ratio tokens), as plain
+// pointers and strides. A token at position p belongs to entry p / compress_ratio; that
+// entry lives in block `block_table[p / block_size]`, entry slot `(p % block_size) /
+// compress_ratio`. The latent row of (block b, entry e) starts at
+//   latent_base + b * block_stride_bytes + e * latent_stride_bytes
+// and its indexer key row (when index_elems > 0) at the same b/e offsets from index_base.
+// Layers that read another layer's entries get that layer's pointers.
+//
+// Example: block_size 16, compress_ratio 2, position 37, block_table {4, 9, 2}: block 2,
+// entry (37 % 16) / 2 = 2.
+struct PagedLatentLayer {
+  std::byte* latent_base = nullptr;
+  std::byte* index_base = nullptr;  // null when index_elems == 0
+  size_t block_stride_bytes = 0;
+  size_t latent_stride_bytes = 0;
+  size_t index_stride_bytes = 0;
+};
+
+struct PagedLatentView {
+  int block_size = 16;
+  int compress_ratio = 1;
+  DType latent_dtype = DType::kF32;
+  int latent_elems = 0;
+  DType index_dtype = DType::kF32;
+  int index_elems = 0;                    // 0: no indexer key
+  std::vector<PagedLatentLayer> layers;   // one per model layer (unset for other groups)
+
+  std::byte* LatentRow(int layer, int32_t block, int entry) const {
+    const PagedLatentLayer& l = layers[layer];
+    return l.latent_base + static_cast<size_t>(block) * l.block_stride_bytes +
+           static_cast<size_t>(entry) * l.latent_stride_bytes;
+  }
+  std::byte* IndexRow(int layer, int32_t block, int entry) const {
+    const PagedLatentLayer& l = layers[layer];
+    return l.index_base + static_cast<size_t>(block) * l.block_stride_bytes +
+           static_cast<size_t>(entry) * l.index_stride_bytes;
+  }
+};
+
 }  // namespace kvserve::tensor

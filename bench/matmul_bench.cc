@@ -1,0 +1,181 @@
+// MatMul throughput (kernels/cpu/matmul.h) and the machine's memory read bandwidth.
+//
+// BM_MatMul/<dtype>/<rows>/<cols>/<n>: y (n, rows) = x (n, cols) W^T with a 2-thread pool.
+//   Counters: GFLOPs = 2 rows cols n / s; WeightGBs = weight bytes / s.
+// BM_Model110m/<dtype>/<n>: every matmul of a 110m llama (dim 768, 12 layers, FFN 2048,
+//   vocab 32000; 12 distinct layers of weights, so decode streams ~all weights from memory)
+//   for n tokens; counter TokPerS = n / s (an upper bound on a whole forward pass).
+// BM_MemoryReadBandwidth: sums a 256 MiB buffer with 2 threads; counter GBs.
+// Set KVSERVE_BENCH_THREADS to change the thread count (default 2).
+#include <benchmark/benchmark.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <vector>
+
+#include "core/thread_pool.h"
+#include "kernels/cpu/matmul.h"
+#include "tensor/dtype.h"
+#include "tensor/quant.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using tensor::DType;
+
+constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+
+int BenchThreads() {
+  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
+  return env ? std::max(1, std::atoi(env)) : 2;
+}
+
+ThreadPool& Pool() {
+  static ThreadPool pool(BenchThreads());
+  return pool;
+}
+
+// Weight bytes with plausible values: floats in [-1, 1); quantized blocks with scale 0.01.
+std::vector<uint8_t> MakeWeightBytes(DType dtype, int64_t rows, int64_t cols, uint64_t seed) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(rows * tensor::RowBytes(dtype, cols)));
+  uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&state] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<uint32_t>(state >> 33);
+  };
+  const int64_t count = rows * cols;
+  if (dtype == DType::kF32 || dtype == DType::kF16 || dtype == DType::kBF16) {
+    for (int64_t i = 0; i < count; ++i) {
+      const float v = static_cast<float>(next() % 65536) / 32768.0f - 1.0f;
+      if (dtype == DType::kF32) {
+        std::memcpy(bytes.data() + 4 * i, &v, 4);
+      } else {
+        const uint16_t h = dtype == DType::kF16 ? tensor::F32ToF16(v) : tensor::F32ToBF16(v);
+        std::memcpy(bytes.data() + 2 * i, &h, 2);
+      }
+    }
+    return bytes;
+  }
+  for (auto& b : bytes) b = static_cast<uint8_t>(next());
+  const int64_t block_bytes = tensor::BlockBytes(dtype);
+  const uint16_t scale = tensor::F32ToF16(0.01f);
+  for (size_t off = 0; off < bytes.size(); off += block_bytes) std::memcpy(&bytes[off], &scale, 2);
+  return bytes;
+}
+
+std::vector<float> MakeActivations(int64_t n, int64_t cols) {
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
+  return x;
+}
+
+void BM_MatMul(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  std::vector<uint8_t> bytes = MakeWeightBytes(dtype, rows, cols, 1);
+  WeightMatrix w{bytes.data(), dtype, rows, cols};
+  std::vector<float> x = MakeActivations(n, cols);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  MatMulScratch scratch(n, cols);
+  for (auto _ : state) {
+    MatMul(w, x.data(), n, y.data(), Pool(), scratch);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(tensor::DTypeName(dtype)) + " " + std::string(MatMulTargetName()));
+  state.counters["GFLOPs"] = benchmark::Counter(2.0 * rows * cols * n * 1e-9,
+                                                benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["WeightGBs"] = benchmark::Counter(static_cast<double>(bytes.size()) * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+
+void MatMulArgs(benchmark::internal::Benchmark* b) {
+  for (int t = 0; t < 5; ++t)
+    for (auto [rows, cols] : {std::pair{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
+      for (int n : {1, 16, 512}) b->Args({t, rows, cols, n});
+}
+BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// All matmuls of the 110m preset, one forward of n tokens.
+void BM_Model110m(benchmark::State& state) {
+  constexpr int kLayers = 12, kDim = 768, kFfn = 2048, kVocab = 32000;
+  const DType dtype = kTypes[state.range(0)];
+  const int64_t n = state.range(1);
+  struct Layer {
+    std::vector<uint8_t> qkvo[4], w1, w2, w3;
+  };
+  std::vector<Layer> layers(kLayers);
+  uint64_t seed = 0;
+  double total_bytes = 0;
+  for (Layer& l : layers) {
+    for (auto& m : l.qkvo) m = MakeWeightBytes(dtype, kDim, kDim, ++seed);
+    l.w1 = MakeWeightBytes(dtype, kFfn, kDim, ++seed);
+    l.w3 = MakeWeightBytes(dtype, kFfn, kDim, ++seed);
+    l.w2 = MakeWeightBytes(dtype, kDim, kFfn, ++seed);
+    total_bytes += 4.0 * l.qkvo[0].size() + 2.0 * l.w1.size() + l.w2.size();
+  }
+  std::vector<uint8_t> classifier = MakeWeightBytes(dtype, kVocab, kDim, ++seed);
+  total_bytes += static_cast<double>(classifier.size());
+  std::vector<float> x = MakeActivations(n, kFfn);
+  std::vector<float> y(static_cast<size_t>(n * kVocab));
+  MatMulScratch scratch(n, kFfn);
+  auto run = [&](const std::vector<uint8_t>& m, int64_t rows, int64_t cols) {
+    MatMul(WeightMatrix{m.data(), dtype, rows, cols}, x.data(), n, y.data(), Pool(), scratch);
+  };
+  for (auto _ : state) {
+    for (const Layer& l : layers) {
+      for (const auto& m : l.qkvo) run(m, kDim, kDim);
+      run(l.w1, kFfn, kDim);
+      run(l.w3, kFfn, kDim);
+      run(l.w2, kDim, kFfn);
+    }
+    run(classifier, kVocab, kDim);
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(tensor::DTypeName(dtype)) + " " + std::string(MatMulTargetName()));
+  state.counters["TokPerS"] =
+      benchmark::Counter(static_cast<double>(n), benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["WeightGBs"] =
+      benchmark::Counter(total_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_Model110m)
+    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 512}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Sums 256 MiB of uint64 with the pool: the read bandwidth MatMul decode can hope for.
+void BM_MemoryReadBandwidth(benchmark::State& state) {
+  constexpr size_t kBytes = size_t{256} << 20;
+  constexpr size_t kWords = kBytes / sizeof(uint64_t);
+  std::unique_ptr<uint64_t[]> buf(new uint64_t[kWords]);
+  for (size_t i = 0; i < kWords; ++i) buf[i] = i;
+  std::vector<uint64_t> partial(static_cast<size_t>(Pool().num_threads()) * 8);
+  const uint64_t* data = buf.get();
+  for (auto _ : state) {
+    Pool().ParallelFor(
+        kWords,
+        [data, &partial](size_t begin, size_t end, int thread) {
+          uint64_t s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+          size_t i = begin;
+          for (; i + 4 <= end; i += 4) {
+            s0 += data[i];
+            s1 += data[i + 1];
+            s2 += data[i + 2];
+            s3 += data[i + 3];
+          }
+          for (; i < end; ++i) s0 += data[i];
+          partial[static_cast<size_t>(thread) * 8] = s0 + s1 + s2 + s3;
+        },
+        4096);
+    benchmark::DoNotOptimize(partial.data());
+  }
+  state.counters["GBs"] = benchmark::Counter(static_cast<double>(kBytes) * 1e-9,
+                                             benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MemoryReadBandwidth)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace kvserve::kernels
+BENCHMARK_MAIN();

@@ -1,0 +1,135 @@
+#include "engine/async_engine.h"
+
+namespace kvserve::engine {
+
+std::optional<RequestOutput> RequestStream::Next() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return !queue_.empty() || closed_; });
+  if (queue_.empty()) return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  return out;
+}
+
+std::optional<RequestOutput> RequestStream::TryNext() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queue_.empty()) return std::nullopt;
+  RequestOutput out = std::move(queue_.front());
+  queue_.pop_front();
+  return out;
+}
+
+void RequestStream::Push(RequestOutput output) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    CHECK(!closed_) << "output pushed after the final one";
+    closed_ = output.finish.has_value();
+    queue_.push_back(std::move(output));
+  }
+  cv_.notify_all();
+}
+
+AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
+    : engine_(std::move(engine)), max_model_len_(engine_->max_model_len()) {
+  metrics_ = engine_->Metrics();
+  thread_ = std::thread([this] { Loop(); });
+}
+
+AsyncEngine::~AsyncEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  thread_.join();
+}
+
+Result<RequestHandle> AsyncEngine::AddRequest(EngineRequest request) {
+  KV_RETURN_IF_ERROR(engine_->ValidateRequest(request));
+  RequestHandle handle{next_id_.fetch_add(1), std::make_shared<RequestStream>()};
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox_.push_back({handle.id, std::move(request), handle.stream});
+  }
+  cv_.notify_all();
+  return handle;
+}
+
+void AsyncEngine::Abort(RequestId id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    aborts_.push_back(id);
+  }
+  cv_.notify_all();
+}
+
+MetricsSnapshot AsyncEngine::Metrics() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return metrics_;
+}
+
+void AsyncEngine::Loop() {
+  while (true) {
+    std::vector<Pending> adds;
+    std::vector<RequestId> aborts;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait(lock, [&] {
+        return stop_ || !inbox_.empty() || !aborts_.empty() || engine_->HasUnfinished();
+      });
+      if (stop_) {
+        adds.swap(inbox_);
+        break;
+      }
+      adds.swap(inbox_);
+      aborts.swap(aborts_);
+    }
+    ApplyInbox(std::move(adds), std::move(aborts));
+    if (engine_->HasUnfinished()) Dispatch(engine_->Step());
+    MetricsSnapshot snapshot = engine_->Metrics();
+    std::lock_guard<std::mutex> lock(mu_);
+    metrics_ = std::move(snapshot);
+  }
+  // Shutting down: everything still open ends with kAbort.
+  std::vector<Pending> never_started;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    never_started.swap(inbox_);
+  }
+  for (Pending& p : never_started) p.stream->Push({p.id, std::nullopt, FinishReason::kAbort, ""});
+  for (auto& [id, stream] : streams_) {
+    engine_->Abort(id);
+    stream->Push({id, std::nullopt, FinishReason::kAbort, ""});
+  }
+  streams_.clear();
+}
+
+void AsyncEngine::ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts) {
+  for (Pending& p : adds) {
+    Status status = engine_->AddRequest(p.id, std::move(p.request));
+    if (!status.ok()) {
+      p.stream->Push({p.id, std::nullopt, FinishReason::kError, status.ToString()});
+      continue;
+    }
+    streams_[p.id] = std::move(p.stream);
+  }
+  for (RequestId id : aborts) {
+    auto it = streams_.find(id);
+    if (it == streams_.end()) continue;
+    engine_->Abort(id);
+    it->second->Push({id, std::nullopt, FinishReason::kAbort, ""});
+    streams_.erase(it);
+  }
+}
+
+void AsyncEngine::Dispatch(std::vector<RequestOutput> outputs) {
+  for (RequestOutput& out : outputs) {
+    auto it = streams_.find(out.id);
+    if (it == streams_.end()) continue;
+    const bool final = out.finish.has_value();
+    it->second->Push(std::move(out));
+    if (final) streams_.erase(it);
+  }
+}
+
+}  // namespace kvserve::engine

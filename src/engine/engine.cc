@@ -1,0 +1,283 @@
+#include "engine/engine.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "gguf/gguf.h"
+#include "model/config.h"
+#include "model/kv_layout.h"
+#include "sampling/rng.h"
+#include "tokenizer/vocab.h"
+
+namespace kvserve::engine {
+namespace {
+
+double Seconds(std::chrono::steady_clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
+
+bool FitsOneRequest(kv::KvCacheConfig config, uint64_t budget_bytes, int64_t max_model_len) {
+  config.max_model_len = max_model_len;
+  Result<kv::KvCapacity> capacity = kv::ComputeCapacity(config, budget_bytes);
+  return capacity.ok() && capacity->max_concurrency >= 1.0;
+}
+
+}  // namespace
+
+Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t budget_bytes,
+                                   int64_t context_length, std::optional<int64_t> requested) {
+  if (requested && (*requested < 1 || *requested > context_length)) {
+    return InvalidArgument(fmt::format("--max-model-len {} is outside [1, {}] (the model's "
+                                       "context length)", *requested, context_length));
+  }
+  const int64_t want = requested.value_or(context_length);
+  if (FitsOneRequest(config, budget_bytes, want)) return want;
+  if (requested || !FitsOneRequest(config, budget_bytes, 1)) {
+    return InvalidArgument(fmt::format(
+        "the KV cache budget of {} cannot hold one request of {} tokens (--max-model-len); "
+        "raise --kv-cache-memory or lower --max-model-len", FormatBytes(budget_bytes), want));
+  }
+  int64_t lo = 1, hi = want;  // lo fits, hi does not
+  while (hi - lo > 1) {
+    const int64_t mid = lo + (hi - lo) / 2;
+    (FitsOneRequest(config, budget_bytes, mid) ? lo : hi) = mid;
+  }
+  KV_LOG(WARNING, "the KV cache budget of {} holds at most {} tokens for one request, fewer "
+         "than the model's context length {}: lowering --max-model-len to {}",
+         FormatBytes(budget_bytes), lo, context_length, lo);
+  return lo;
+}
+
+Result<std::unique_ptr<Engine>> Engine::LoadLlama(const std::string& path,
+                                                  const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
+  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
+  KV_ASSIGN_OR_RETURN(model::ModelConfig mc, model::ReadModelConfig(*file));
+  KV_ASSIGN_OR_RETURN(tensor::DType kv_dtype, kv::ParseKvCacheDType(
+                                                  config.kv_cache_dtype,
+                                                  model::ModelActivationDType(*file)));
+  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(config.block_size));
+  const uint64_t budget =
+      config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  const kv::KvCacheConfig at_context = model::MakeKvCacheConfig(
+      mc, kv_dtype, config.block_size, mc.context_length, config.max_num_batched_tokens);
+  KV_ASSIGN_OR_RETURN(int64_t max_model_len, ResolveMaxModelLen(at_context, budget,
+                                                                mc.context_length,
+                                                                config.max_model_len));
+  const kv::KvCacheConfig kv_config = model::MakeKvCacheConfig(
+      mc, kv_dtype, config.block_size, max_model_len, config.max_num_batched_tokens);
+  model::LoadOptions load;
+  load.max_batch_tokens = config.max_num_batched_tokens;
+  load.max_context_tokens = static_cast<int32_t>(max_model_len);
+  load.max_threads = config.num_threads;
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(file, load));
+  kv::KvCacheManagerOptions kv_options;
+  kv_options.enable_prefix_caching = config.enable_prefix_caching;
+  kv_options.fingerprint = model::MakeFingerprint(*file, mc, kv_config);
+  std::optional<int32_t> eos;
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
+      vocab.ok()) {
+    eos = (*vocab)->eos_id();
+  }
+  EngineConfig resolved = config;
+  resolved.kv_cache_bytes = budget;
+  return Create(std::make_unique<LlamaRunner>(std::move(model)), kv_config, kv_options, resolved,
+                eos);
+}
+
+Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runner,
+                                               const kv::KvCacheConfig& kv_config,
+                                               const kv::KvCacheManagerOptions& kv_options,
+                                               const EngineConfig& config,
+                                               std::optional<int32_t> eos_token_id) {
+  scheduler::SchedulerConfig sc{config.max_num_seqs, config.max_num_batched_tokens,
+                                kv_config.max_model_len};
+  KV_RETURN_IF_ERROR(scheduler::ValidateSchedulerConfig(sc));
+  if (config.num_threads < 1) return InvalidArgument("--threads must be at least 1");
+  if (kv_config.groups.size() != 1) {
+    return Unimplemented("the engine runs models with one KV cache group");
+  }
+  const uint64_t budget =
+      config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
+                      kv::KvCacheManager::Create(kv_config, budget, kv_options));
+  for (const std::string& line : kv::FormatCapacityReport(kv_config, kv->capacity())) {
+    KV_LOG(INFO, "{}", line);
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(runner), std::move(kv), config,
+                                            kv_config.max_model_len, eos_token_id));
+}
+
+Engine::Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
+               const EngineConfig& config, int64_t max_model_len, std::optional<int32_t> eos)
+    : config_(config),
+      runner_(std::move(runner)),
+      kv_(std::move(kv)),
+      scheduler_(std::make_unique<scheduler::Scheduler>(
+          scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
+                                     max_model_len},
+          kv_.get())),
+      kv_view_(kv_->KvView(0)),
+      pool_(config.num_threads),
+      sampler_(runner_->vocab_size()),
+      eos_token_id_(eos),
+      logits_(static_cast<size_t>(config.max_num_seqs) * runner_->vocab_size()) {}
+
+Engine::~Engine() = default;
+
+Status Engine::ValidateRequest(const EngineRequest& request) const {
+  KV_RETURN_IF_ERROR(request.params.Validate());
+  for (int32_t t : request.prompt) {
+    if (t < 0 || t >= runner_->vocab_size()) {
+      return InvalidArgument(fmt::format("prompt token {} is outside the vocabulary [0, {})", t,
+                                         runner_->vocab_size()));
+    }
+  }
+  std::optional<int64_t> max_tokens;
+  if (request.params.max_tokens) max_tokens = *request.params.max_tokens;
+  return scheduler_->ValidateRequest({0, request.prompt, max_tokens, request.cache_salt});
+}
+
+Result<RequestId> Engine::AddRequest(EngineRequest request) {
+  const RequestId id = next_id_++;
+  KV_RETURN_IF_ERROR(AddRequest(id, std::move(request)));
+  return id;
+}
+
+Status Engine::AddRequest(RequestId id, EngineRequest request) {
+  KV_RETURN_IF_ERROR(ValidateRequest(request));
+  std::optional<int64_t> max_tokens;
+  if (request.params.max_tokens) max_tokens = *request.params.max_tokens;
+  KV_RETURN_IF_ERROR(scheduler_->AddRequest(
+      {id, std::move(request.prompt), max_tokens, std::move(request.cache_salt)}));
+  RequestState& state = states_[id];
+  state.params = std::move(request.params);
+  state.seed = sampling::ResolveSeed(state.params.seed, request.request_id.empty()
+                                                            ? std::to_string(id)
+                                                            : request.request_id);
+  state.arrival = Clock::now();
+  return Status::Ok();
+}
+
+bool Engine::Abort(RequestId id) {
+  states_.erase(id);
+  return scheduler_->Abort(id);
+}
+
+// schedule -> one forward over the ragged batch -> sample -> update.
+std::vector<RequestOutput> Engine::Step() {
+  const scheduler::SchedulerOutput plan = scheduler_->Schedule();
+  BuildBatch(plan);
+  if (!batch_.sequences.empty()) runner_->Execute(batch_, kv_view_, pool_, logits_.data());
+  const std::vector<scheduler::SampledToken> sampled = SampleAll(plan);
+  const std::vector<scheduler::FinishedRequest> finished =
+      scheduler_->UpdateFromOutput(plan, sampled);
+  return CollectOutputs(plan, sampled, finished);
+}
+
+void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
+  batch_.sequences.clear();
+  for (const scheduler::ScheduledRequest& s : plan.scheduled) {
+    model::SequenceInput seq;
+    seq.tokens = s.tokens;
+    seq.start_pos = static_cast<int32_t>(s.num_computed_tokens);
+    seq.block_table = s.block_tables.at(0);
+    seq.want_logits = s.needs_sample;
+    batch_.sequences.push_back(seq);
+  }
+}
+
+// One token per request whose computed tokens reached its end, from its own seeded stream.
+std::vector<scheduler::SampledToken> Engine::SampleAll(const scheduler::SchedulerOutput& plan) {
+  std::vector<scheduler::SampledToken> sampled;
+  step_tokens_.clear();
+  const int32_t vocab = runner_->vocab_size();
+  int64_t row = 0;
+  for (const scheduler::ScheduledRequest& s : plan.scheduled) {
+    if (!s.needs_sample) continue;
+    const scheduler::Request& r = *scheduler_->Find(s.id);
+    const RequestState& state = states_.at(s.id);
+    const std::span<const float> logits(logits_.data() + row++ * vocab, vocab);
+    sampling::SampleResult result =
+        sampler_.Sample(logits, state.params, {r.Prompt(), r.Output()}, state.seed);
+    const std::optional<sampling::FinishReason> finish = sampling::CheckFinish(
+        state.params, result.token, static_cast<int32_t>(r.NumOutputTokens() + 1), eos_token_id_);
+    sampled.push_back({s.id, result.token, finish == sampling::FinishReason::kStop});
+    step_tokens_.push_back({result.token, result.logprob, std::move(result.top_logprobs)});
+  }
+  return sampled;
+}
+
+std::vector<RequestOutput> Engine::CollectOutputs(
+    const scheduler::SchedulerOutput& plan, std::span<const scheduler::SampledToken> sampled,
+    std::span<const scheduler::FinishedRequest> finished) {
+  const Clock::time_point now = Clock::now();
+  std::vector<RequestOutput> outputs;
+  for (const scheduler::ScheduledRequest& s : plan.scheduled) {
+    RequestState& state = states_.at(s.id);
+    if (!state.scheduled) {
+      state.scheduled = true;
+      state.first_scheduled = now;
+      metrics_.queue_time_s.Observe(Seconds(now - state.arrival));
+    }
+    const bool is_decode = s.num_scheduled_tokens == 1 && s.needs_sample && !s.is_new;
+    if (!is_decode) metrics_.num_prompt_tokens += s.num_scheduled_tokens;
+  }
+  for (size_t i = 0; i < sampled.size(); ++i) {
+    RequestState& state = states_.at(sampled[i].id);
+    if (state.num_generated++ == 0) {
+      state.first_token = now;
+      metrics_.time_to_first_token_s.Observe(Seconds(now - state.arrival));
+    } else {
+      metrics_.inter_token_latency_s.Observe(Seconds(now - state.last_token));
+    }
+    state.last_token = now;
+    outputs.push_back({sampled[i].id, std::move(step_tokens_[i]), std::nullopt, ""});
+  }
+  auto record = [&](const scheduler::FinishedRequest& f) {
+    auto it = std::find_if(outputs.begin(), outputs.end(),
+                           [&](const RequestOutput& o) { return o.id == f.id; });
+    if (it == outputs.end()) it = outputs.insert(outputs.end(), RequestOutput{f.id, {}, {}, ""});
+    it->finish = f.reason;
+    it->error = f.message;
+    RecordFinish(f.id, now);
+  };
+  for (const scheduler::FinishedRequest& f : plan.finished) record(f);
+  for (const scheduler::FinishedRequest& f : finished) record(f);
+  metrics_.num_generation_tokens += static_cast<int64_t>(sampled.size());
+  if (plan.num_scheduled_tokens > 0) {
+    metrics_.tokens_per_step.Observe(static_cast<double>(plan.num_scheduled_tokens));
+    ++metrics_.num_steps;
+  }
+  return outputs;
+}
+
+void Engine::RecordFinish(RequestId id, Clock::time_point now) {
+  auto it = states_.find(id);
+  if (it == states_.end()) return;
+  const RequestState& state = it->second;
+  metrics_.e2e_latency_s.Observe(Seconds(now - state.arrival));
+  if (state.num_generated > 1) {
+    metrics_.time_per_output_token_s.Observe(Seconds(now - state.first_token) /
+                                             static_cast<double>(state.num_generated - 1));
+  }
+  ++metrics_.num_finished;
+  states_.erase(it);
+}
+
+MetricsSnapshot Engine::Metrics() const {
+  MetricsSnapshot snapshot = metrics_;
+  const scheduler::SchedulerStats stats = scheduler_->Stats();
+  snapshot.num_running = stats.num_running;
+  snapshot.num_waiting = stats.num_waiting;
+  snapshot.num_preemptions = stats.num_preemptions;
+  snapshot.prefix_cache_queries = stats.prefix_query_tokens;
+  snapshot.prefix_cache_hits = stats.prefix_hit_tokens;
+  snapshot.kv_usage = kv_->Stats().usage;
+  return snapshot;
+}
+
+}  // namespace kvserve::engine

@@ -1,0 +1,148 @@
+// Engine: one step = schedule -> one forward over a ragged batch (prefill chunks and decodes
+// together) -> sample -> update. Synchronous; AsyncEngine (engine/async_engine.h) runs it on a
+// background thread for the server.
+//
+// Owns the model runner, the KV cache manager, the scheduler, the sampler, the thread pool
+// and, per request, its sampling parameters, seed and timestamps.
+// Determinism (DESIGN.md section 5): a request's logits depend only on its own tokens (the
+// runner's contract) and its draws only on (seed, position) (sampling/rng.h), so its tokens and
+// logprobs are the same alone or batched, however chunked, preempted or served from the prefix
+// cache, with any thread count.
+// Thread safety: none; one thread calls everything (ValidateRequest excepted).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "engine/metrics.h"
+#include "engine/model_runner.h"
+#include "kv/kv_cache_manager.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
+#include "scheduler/scheduler.h"
+
+namespace kvserve::engine {
+
+using RequestId = scheduler::RequestId;
+using FinishReason = scheduler::FinishReason;
+
+// The serving knobs (vLLM names).
+struct EngineConfig {
+  int max_num_seqs = 256;                 // --max-num-seqs
+  int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
+  std::optional<int64_t> max_model_len;   // --max-model-len; default: the model's context
+  int block_size = 16;                    // --block-size
+  uint64_t kv_cache_bytes = 0;            // --kv-cache-memory; 0: kv::DefaultCpuKvBudgetBytes()
+  std::string kv_cache_dtype = "auto";    // --kv-cache-dtype
+  bool enable_prefix_caching = true;      // --enable-prefix-caching / --no-enable-prefix-caching
+  int num_threads = 1;                    // --threads
+};
+
+struct EngineRequest {
+  std::vector<int32_t> prompt;
+  sampling::SamplingParams params;
+  std::string request_id;  // the client's id: seeds unseeded requests (sampling::ResolveSeed)
+  std::string cache_salt;
+};
+
+struct TokenOutput {
+  int32_t token = 0;
+  float logprob = 0.0f;  // of the raw model distribution
+  std::vector<sampling::TokenLogprob> top_logprobs;  // params.logprobs of them, most likely first
+};
+
+// What one step produced for one request: at most one token, and the finish if it ended.
+struct RequestOutput {
+  RequestId id = 0;
+  std::optional<TokenOutput> token;
+  std::optional<FinishReason> finish;
+  std::string error;  // for kError
+};
+
+class Engine {
+ public:
+  // Loads a GGUF llama model. max_model_len: config's, else the model's context length,
+  // lowered (with a warning naming the numbers) when the KV budget cannot hold one request
+  // that long; an explicit one that does not fit is InvalidArgument.
+  static Result<std::unique_ptr<Engine>> LoadLlama(const std::string& path,
+                                                   const EngineConfig& config);
+  // Any runner over an explicit KV layout (kv_config.max_model_len is the max-model-len).
+  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<ModelRunner> runner,
+                                                const kv::KvCacheConfig& kv_config,
+                                                const kv::KvCacheManagerOptions& kv_options,
+                                                const EngineConfig& config,
+                                                std::optional<int32_t> eos_token_id);
+  ~Engine();
+
+  // InvalidArgument (bad params, tokens outside the vocabulary, empty prompt) or OutOfRange
+  // (prompt + max_tokens above max-model-len). Thread-safe.
+  Status ValidateRequest(const EngineRequest& request) const;
+  // Validates and queues; returns the engine's id for the request.
+  Result<RequestId> AddRequest(EngineRequest request);
+  // The same with an id chosen by the caller (AsyncEngine); InvalidArgument when in use.
+  // note: do not mix with the overload above (its ids count up from 1).
+  Status AddRequest(RequestId id, EngineRequest request);
+  // Drops a request and frees its blocks. False when unknown (e.g. already finished).
+  bool Abort(RequestId id);
+
+  // One iteration; returns the outputs of every request that got a token or finished.
+  std::vector<RequestOutput> Step();
+
+  bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
+  int64_t max_model_len() const { return scheduler_->config().max_model_len; }
+  const scheduler::Scheduler& scheduler() const { return *scheduler_; }
+  const kv::KvCacheManager& kv() const { return *kv_; }
+  MetricsSnapshot Metrics() const;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  struct RequestState {
+    sampling::SamplingParams params;
+    uint64_t seed = 0;
+    Clock::time_point arrival, first_scheduled, first_token, last_token;
+    bool scheduled = false;
+    int64_t num_generated = 0;
+  };
+
+  Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
+         const EngineConfig& config, int64_t max_model_len, std::optional<int32_t> eos);
+  void BuildBatch(const scheduler::SchedulerOutput& plan);
+  std::vector<scheduler::SampledToken> SampleAll(const scheduler::SchedulerOutput& plan);
+  std::vector<RequestOutput> CollectOutputs(const scheduler::SchedulerOutput& plan,
+                                            std::span<const scheduler::SampledToken> sampled,
+                                            std::span<const scheduler::FinishedRequest> finished);
+  void RecordFinish(RequestId id, Clock::time_point now);
+
+  EngineConfig config_;
+  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<kv::KvCacheManager> kv_;
+  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  tensor::PagedKvView kv_view_;  // of group 0; the arena never moves
+  ThreadPool pool_;
+  sampling::Sampler sampler_;
+  std::optional<int32_t> eos_token_id_;
+  std::unordered_map<RequestId, RequestState> states_;
+  RequestId next_id_ = 1;
+
+  // Per-step buffers, reused.
+  model::ForwardBatch batch_;
+  std::vector<float> logits_;             // (max_num_seqs, vocab)
+  std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
+  MetricsSnapshot metrics_;
+};
+
+// The max-model-len an engine will run with: `requested` (or the context length) when the
+// budget holds one request that long; otherwise the longest that fits when not requested
+// (warning logged), InvalidArgument when requested. Exposed for tests.
+Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
+                                   uint64_t budget_bytes, int64_t context_length,
+                                   std::optional<int64_t> requested);
+
+}  // namespace kvserve::engine

@@ -1,0 +1,214 @@
+// GgufFile: opening (mmap or buffer) and typed metadata lookups.
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <limits>
+
+#include "gguf/gguf.h"
+#include "gguf/internal.h"
+
+namespace kvserve::gguf {
+namespace {
+
+bool IsInteger(ValueType t) {
+  switch (t) {
+    case ValueType::kUint8:
+    case ValueType::kInt8:
+    case ValueType::kUint16:
+    case ValueType::kInt16:
+    case ValueType::kUint32:
+    case ValueType::kInt32:
+    case ValueType::kUint64:
+    case ValueType::kInt64: return true;
+    default: return false;
+  }
+}
+
+Status WrongType(std::string_view key, const Value& v, std::string_view wanted) {
+  return InvalidArgument(fmt::format("metadata key '{}' has type {}, expected {}", key,
+                                     ValueTypeName(v.type), wanted));
+}
+
+// An integer Value as int64_t; uint64 values above INT64_MAX are OutOfRange.
+Result<int64_t> AsInt(std::string_view key, const Value& v) {
+  if (!IsInteger(v.type)) return WrongType(key, v, "an integer");
+  if (const auto* s = std::get_if<int64_t>(&v.data)) return *s;
+  const uint64_t u = std::get<uint64_t>(v.data);
+  if (u > static_cast<uint64_t>(std::numeric_limits<int64_t>::max())) {
+    return OutOfRange(fmt::format("metadata key '{}' value {} does not fit in int64", key, u));
+  }
+  return static_cast<int64_t>(u);
+}
+
+Result<double> AsFloat(std::string_view key, const Value& v) {
+  if (const auto* d = std::get_if<double>(&v.data)) return *d;
+  if (const auto* s = std::get_if<int64_t>(&v.data)) return static_cast<double>(*s);
+  if (const auto* u = std::get_if<uint64_t>(&v.data)) return static_cast<double>(*u);
+  return WrongType(key, v, "a number");
+}
+
+Result<const Array*> AsArray(std::string_view key, const Value& v) {
+  if (const auto* a = std::get_if<Array>(&v.data)) return a;
+  return WrongType(key, v, "an array");
+}
+
+}  // namespace
+
+Result<std::unique_ptr<GgufFile>> GgufFile::Open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    std::string m = fmt::format("cannot open {}: {}", path, std::strerror(err));
+    return err == ENOENT ? NotFound(std::move(m)) : IoError(std::move(m));
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    return IoError(fmt::format("{} is not a readable regular file", path));
+  }
+  if (st.st_size == 0) {
+    ::close(fd);
+    return Corrupt(fmt::format("{} is empty, not a GGUF file", path));
+  }
+  const auto size = static_cast<size_t>(st.st_size);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
+  const int map_err = errno;
+  ::close(fd);
+  if (map == MAP_FAILED) {
+    return IoError(
+        fmt::format("cannot mmap {} ({} bytes): {}", path, size, std::strerror(map_err)));
+  }
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->path_ = path;
+  file->base_ = static_cast<const uint8_t*>(map);
+  file->size_ = size;
+  file->mapped_ = true;
+  Status s = file->Parse();
+  if (!s.ok()) return s.WithContext("reading " + path);
+  return file;
+}
+
+Result<std::unique_ptr<GgufFile>> GgufFile::FromBuffer(std::vector<uint8_t> bytes) {
+  std::unique_ptr<GgufFile> file(new GgufFile());
+  file->buffer_ = std::move(bytes);
+  file->base_ = file->buffer_.data();
+  file->size_ = file->buffer_.size();
+  KV_RETURN_IF_ERROR(file->Parse());
+  return file;
+}
+
+GgufFile::~GgufFile() {
+  if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
+}
+
+Status GgufFile::Parse() {
+  ParsedGguf parsed;
+  KV_RETURN_IF_ERROR(ParseGguf(base_, size_, &parsed));
+  version_ = parsed.version;
+  alignment_ = parsed.alignment;
+  metadata_ = std::move(parsed.metadata);
+  tensors_ = std::move(parsed.tensors);
+  return Status::Ok();
+}
+
+const Value* GgufFile::Find(std::string_view key) const {
+  for (const auto& [k, v] : metadata_) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
+const TensorInfo* GgufFile::FindTensor(std::string_view name) const {
+  for (const TensorInfo& t : tensors_) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+// The present value for `key`, or NotFound.
+#define KV_FIND_OR_RETURN(v, key) \
+  const Value* v = Find(key);     \
+  if (v == nullptr) return NotFound(fmt::format("metadata key '{}' is absent", key))
+
+Result<std::string> GgufFile::GetString(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  if (const auto* s = std::get_if<std::string>(&v->data)) return *s;
+  return WrongType(key, *v, "string");
+}
+
+Result<int64_t> GgufFile::GetInt(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  return AsInt(key, *v);
+}
+
+Result<double> GgufFile::GetFloat(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  return AsFloat(key, *v);
+}
+
+Result<bool> GgufFile::GetBool(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  if (const auto* b = std::get_if<bool>(&v->data)) return *b;
+  return WrongType(key, *v, "bool");
+}
+
+Result<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
+  if (a->element_type != ValueType::kString) return WrongType(key, *v, "an array of strings");
+  std::vector<std::string> out;
+  out.reserve(a->elements.size());
+  for (const Value& e : a->elements) out.push_back(std::get<std::string>(e.data));
+  return out;
+}
+
+Result<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
+  std::vector<double> out;
+  out.reserve(a->elements.size());
+  for (const Value& e : a->elements) {
+    if (e.type == ValueType::kBool || e.type == ValueType::kString || e.type == ValueType::kArray) {
+      return WrongType(key, *v, "an array of numbers");
+    }
+    KV_ASSIGN_OR_RETURN(double d, AsFloat(key, e));
+    out.push_back(d);
+  }
+  return out;
+}
+
+Result<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
+  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
+  if (!IsInteger(a->element_type)) return WrongType(key, *v, "an array of integers");
+  std::vector<int64_t> out;
+  out.reserve(a->elements.size());
+  for (const Value& e : a->elements) {
+    KV_ASSIGN_OR_RETURN(int64_t i, AsInt(key, e));
+    out.push_back(i);
+  }
+  return out;
+}
+
+Result<int64_t> GgufFile::GetIntOr(std::string_view key, int64_t fallback) const {
+  return Find(key) == nullptr ? Result<int64_t>(fallback) : GetInt(key);
+}
+
+Result<double> GgufFile::GetFloatOr(std::string_view key, double fallback) const {
+  return Find(key) == nullptr ? Result<double>(fallback) : GetFloat(key);
+}
+
+Result<bool> GgufFile::GetBoolOr(std::string_view key, bool fallback) const {
+  return Find(key) == nullptr ? Result<bool>(fallback) : GetBool(key);
+}
+
+Result<std::string> GgufFile::GetStringOr(std::string_view key, std::string fallback) const {
+  return Find(key) == nullptr ? Result<std::string>(std::move(fallback)) : GetString(key);
+}
+
+}  // namespace kvserve::gguf

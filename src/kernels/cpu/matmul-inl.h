@@ -1,0 +1,53 @@
+// Per-target MatMul kernels (re-included once per Highway target by matmul.cc).
+//
+// AVX2 and AVX-512 get hand-tiled intrinsics that follow the 16-virtual-lane scheme of
+// matmul.h exactly: an AVX-512 register holds all 16 virtual lanes, an AVX2 pair of
+// registers holds lanes 0-7 and 8-15. Every other target calls the portable code.
+//
+// Tiling: a tile is R weight rows x T tokens; each (row, token) pair owns its accumulator(s),
+// so the tile shape never changes the per-element order of operations.
+#if defined(KVSERVE_KERNELS_CPU_MATMUL_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSERVE_KERNELS_CPU_MATMUL_INL_H_
+#undef KVSERVE_KERNELS_CPU_MATMUL_INL_H_
+#else
+#define KVSERVE_KERNELS_CPU_MATMUL_INL_H_
+#endif
+
+#include <algorithm>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_portable.h"
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+namespace kvserve::kernels::HWY_NAMESPACE {
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
+#define KVSERVE_MATMUL_SIMD 1
+#include "kernels/cpu/matmul_x86-inl.h"
+#else
+#define KVSERVE_MATMUL_SIMD 0
+#endif
+
+// Computes y[t, r] for all t < n and r in [row_begin, row_end) (see PortableRows).
+void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
+                int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+#if KVSERVE_MATMUL_SIMD
+  X86Rows(w, x, qx, dx, n, y, row_begin, row_end);
+#else
+  internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end);
+#endif
+}
+#undef KVSERVE_MATMUL_SIMD
+
+const char* MatMulTarget() { return hwy::TargetName(HWY_TARGET); }
+
+}  // namespace kvserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

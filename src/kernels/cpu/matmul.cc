@@ -1,0 +1,120 @@
+// MatMul entry point: activation quantization, thread split and Highway dispatch.
+// Also compile the AVX3_DL target (Ice Lake / Zen 4 and later), whose quantized tiles use
+// AVX512-VNNI. Must precede every Highway include in this file.
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/matmul.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+
+#include "hwy/highway.h"
+#include "kernels/cpu/matmul-inl.h"
+
+#if HWY_ONCE
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "kernels/cpu/matmul_portable.h"
+
+namespace kvserve::kernels {
+
+HWY_EXPORT(MatMulRows);
+HWY_EXPORT(MatMulTarget);
+
+namespace {
+
+// Rows per ParallelFor grain: a multiple of every target's row tile.
+constexpr size_t kRowGrain = 16;
+// Below this many tokens the calling thread quantizes the activations alone.
+constexpr int64_t kParallelQuantizeTokens = 8;
+
+bool IsQuantized(tensor::DType t) {
+  return t == tensor::DType::kQ8_0 || t == tensor::DType::kQ4_0;
+}
+
+// Everything a ParallelFor body needs, passed by one pointer so std::function stays in its
+// small-object buffer (no allocation per call).
+struct MatMulArgs {
+  const WeightMatrix* w;
+  const float* x;
+  int64_t n;
+  float* y;
+  int8_t* qx;
+  float* dx;
+};
+
+}  // namespace
+
+MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
+    : max_tokens_(max_tokens),
+      max_cols_(max_cols),
+      qx_(static_cast<size_t>(max_tokens * max_cols)),
+      dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))) {
+  CHECK_GE(max_tokens, 1);
+  CHECK_GE(max_cols, 1);
+}
+
+void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
+  CHECK_EQ(cols % 32, 0);
+  for (int64_t b = 0; b < cols / 32; ++b) {
+    const float* xb = x + 32 * b;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    const float scale = amax / 127.0f;
+    const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+    d[b] = scale;
+    for (int i = 0; i < 32; ++i) {
+      const float v = std::clamp(std::round(xb[i] * inv), -127.0f, 127.0f);
+      q[32 * b + i] = static_cast<int8_t>(v);
+    }
+  }
+}
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatMulScratch& scratch) {
+  if (n == 0 || w.rows == 0) return;
+  CHECK_LE(n, scratch.max_tokens());
+  CHECK_LE(w.cols, scratch.max_cols());
+  CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
+  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx()};
+  if (IsQuantized(w.dtype)) {
+    auto quantize = [a = &args](size_t begin, size_t end, int) {
+      const int64_t cols = a->w->cols;
+      for (size_t t = begin; t < end; ++t) {
+        QuantizeActivationRow(a->x + t * cols, cols, a->qx + t * cols, a->dx + t * (cols / 32));
+      }
+    };
+    if (n < kParallelQuantizeTokens) {
+      quantize(0, static_cast<size_t>(n), 0);
+    } else {
+      pool.ParallelFor(static_cast<size_t>(n), quantize);
+    }
+  }
+  const auto rows_fn = [a = &args](size_t begin, size_t end, int) {
+    HWY_DYNAMIC_DISPATCH(MatMulRows)(*a->w, a->x, a->qx, a->dx, a->n, a->y,
+                                     static_cast<int64_t>(begin), static_cast<int64_t>(end));
+  };
+  pool.ParallelFor(static_cast<size_t>(w.rows), rows_fn, kRowGrain);
+}
+
+void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) {
+  if (n == 0 || w.rows == 0) return;
+  if (!IsQuantized(w.dtype)) {
+    internal::PortableRows(w, x, nullptr, nullptr, n, y, 0, w.rows);
+    return;
+  }
+  std::vector<int8_t> qx(static_cast<size_t>(n * w.cols));
+  std::vector<float> dx(static_cast<size_t>(n * (w.cols / 32)));
+  for (int64_t t = 0; t < n; ++t) {
+    QuantizeActivationRow(x + t * w.cols, w.cols, qx.data() + t * w.cols,
+                          dx.data() + t * (w.cols / 32));
+  }
+  internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);
+}
+
+std::string_view MatMulTargetName() { return HWY_DYNAMIC_DISPATCH(MatMulTarget)(); }
+
+}  // namespace kvserve::kernels
+#endif  // HWY_ONCE

@@ -1,0 +1,231 @@
+// x86 AVX2 / AVX-512 MatMul tiles. Textually included by matmul-inl.h inside
+// namespace kvserve::kernels::HWY_NAMESPACE, once per x86 target; no include guard.
+// See matmul.h for the numerical scheme these functions implement bit-exactly.
+
+#if HWY_TARGET == HWY_AVX2
+using VF = __m256;
+inline constexpr int kLanes = 8;
+inline constexpr int kRowTile = 2;
+inline constexpr int kFloatTokenTile = 3;
+inline constexpr int kQuantTokenTile = 2;
+HWY_INLINE VF Zero() { return _mm256_setzero_ps(); }
+HWY_INLINE VF Fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
+HWY_INLINE VF LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+HWY_INLINE VF LoadF16(const uint8_t* p) {
+  return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+}
+HWY_INLINE VF LoadBF16(const uint8_t* p) {
+  __m256i u = _mm256_cvtepu16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
+  return _mm256_castsi256_ps(_mm256_slli_epi32(u, 16));
+}
+#else
+using VF = __m512;
+inline constexpr int kLanes = 16;
+inline constexpr int kRowTile = 4;
+inline constexpr int kFloatTokenTile = 4;
+inline constexpr int kQuantTokenTile = 4;
+HWY_INLINE VF Zero() { return _mm512_setzero_ps(); }
+HWY_INLINE VF Fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
+HWY_INLINE VF LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+HWY_INLINE VF LoadF16(const uint8_t* p) {
+  return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+}
+HWY_INLINE VF LoadBF16(const uint8_t* p) {
+  __m512i u = _mm512_cvtepu16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(u, 16));
+}
+#endif
+
+// Registers per 16 virtual lanes: 1 on AVX-512, 2 on AVX2 (lanes 0-7, then 8-15).
+inline constexpr int kVecs = internal::kVirtualLanes / kLanes;
+
+// The fixed 16 -> 1 tree of matmul.h: s8[i] = l[i] + l[i+8], s4[i] = s8[i] + s8[i+4],
+// s2[i] = s4[i] + s4[i+2], s2[0] + s2[1].
+HWY_INLINE float ReduceVirtual(const VF (&acc)[kVecs]) {
+#if HWY_TARGET == HWY_AVX2
+  const __m256 s8 = _mm256_add_ps(acc[0], acc[1]);
+#else
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1));
+#endif
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_shuffle_ps(s2, s2, 1));
+  return _mm_cvtss_f32(s1);
+}
+
+template <tensor::DType kType>
+HWY_INLINE VF LoadWeights(const uint8_t* row, int64_t c) {
+  if constexpr (kType == tensor::DType::kF32) {
+    return LoadF32(reinterpret_cast<const float*>(row) + c);
+  } else if constexpr (kType == tensor::DType::kF16) {
+    return LoadF16(row + 2 * c);
+  } else {
+    return LoadBF16(row + 2 * c);
+  }
+}
+
+// One 16-column step of an R x T float tile: w rows at `w`, x rows at `x`, column offset c.
+template <tensor::DType kType, int R, int T>
+HWY_INLINE void FloatStep(const uint8_t* w, int64_t w_stride, const float* x, int64_t x_stride,
+                          int64_t c, VF (&acc)[R][T][kVecs]) {
+  for (int v = 0; v < kVecs; ++v) {
+    VF wv[R];
+    for (int r = 0; r < R; ++r) wv[r] = LoadWeights<kType>(w + r * w_stride, c + v * kLanes);
+    for (int t = 0; t < T; ++t) {
+      const VF xv = LoadF32(x + t * x_stride + c + v * kLanes);
+      for (int r = 0; r < R; ++r) acc[r][t][v] = Fma(wv[r], xv, acc[r][t][v]);
+    }
+  }
+}
+
+// y[t, r] for an R x T tile. w: R rows of w_stride bytes; x: T rows of x_stride floats;
+// y0: y[0, 0] of the tile, rows y_stride apart.
+template <tensor::DType kType, int R, int T>
+HWY_NOINLINE void FloatTile(const uint8_t* w, int64_t w_stride, int64_t cols, const float* x,
+                            int64_t x_stride, float* y, int64_t y_stride) {
+  VF acc[R][T][kVecs];
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t)
+      for (int v = 0; v < kVecs; ++v) acc[r][t][v] = Zero();
+  const int64_t full = cols - cols % internal::kVirtualLanes;
+  for (int64_t c = 0; c < full; c += internal::kVirtualLanes) {
+    FloatStep<kType, R, T>(w, w_stride, x, x_stride, c, acc);
+  }
+  if (full < cols) {
+    // Tail: widen the last < 16 columns into zero-padded f32 buffers (zeros add nothing).
+    alignas(64) float wbuf[R][internal::kVirtualLanes] = {};
+    alignas(64) float xbuf[T][internal::kVirtualLanes] = {};
+    for (int r = 0; r < R; ++r) {
+      const uint8_t* row = w + r * w_stride;
+      for (int64_t c = full; c < cols; ++c) {
+        uint16_t h;
+        if constexpr (kType == tensor::DType::kF32) {
+          std::memcpy(&wbuf[r][c - full], row + 4 * c, 4);
+        } else if constexpr (kType == tensor::DType::kF16) {
+          std::memcpy(&h, row + 2 * c, 2);
+          wbuf[r][c - full] = internal::HalfToFloat(h);
+        } else {
+          std::memcpy(&h, row + 2 * c, 2);
+          wbuf[r][c - full] = internal::BF16ToFloat(h);
+        }
+      }
+    }
+    for (int t = 0; t < T; ++t)
+      std::memcpy(xbuf[t], x + t * x_stride + full, (cols - full) * sizeof(float));
+    FloatStep<tensor::DType::kF32, R, T>(reinterpret_cast<const uint8_t*>(wbuf),
+                                         sizeof(wbuf[0]), &xbuf[0][0], internal::kVirtualLanes,
+                                         0, acc);
+  }
+  for (int r = 0; r < R; ++r)
+    for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceVirtual(acc[r][t]);
+}
+
+// 32 signed weights of a Q8_0 / Q4_0 block, in column order.
+template <tensor::DType kType>
+HWY_INLINE __m256i LoadBlock(const uint8_t* block) {
+  if constexpr (kType == tensor::DType::kQ8_0) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
+  } else {
+    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
+    const __m128i mask = _mm_set1_epi8(0x0F);
+    const __m128i lo = _mm_and_si128(qs, mask);                      // columns 0..15
+    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);  // columns 16..31
+    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
+  }
+}
+
+HWY_INLINE float BlockScale(const uint8_t* block) {
+  uint16_t h;
+  std::memcpy(&h, block, 2);
+  return _cvtsh_ss(h);
+}
+
+template <tensor::DType kType>
+inline constexpr int64_t kBlockBytes = kType == tensor::DType::kQ8_0 ? 34 : 18;
+
+#include "kernels/cpu/matmul_x86_quant-inl.h"
+
+// Calls Tile<kType, R, t_count> for t_count in 1..kMaxT.
+template <tensor::DType kType, int R, int kMaxT, int T = kMaxT>
+HWY_INLINE void FloatTileT(int t_count, const uint8_t* w, int64_t w_stride, int64_t cols,
+                           const float* x, float* y, int64_t y_stride) {
+  if constexpr (T >= 1) {
+    if (t_count == T) return FloatTile<kType, R, T>(w, w_stride, cols, x, cols, y, y_stride);
+    FloatTileT<kType, R, kMaxT, T - 1>(t_count, w, w_stride, cols, x, y, y_stride);
+  }
+}
+
+template <tensor::DType kType, int R, int kMaxT, int T = kMaxT>
+HWY_INLINE void QuantTileT(int t_count, const uint8_t* w, int64_t w_stride, int64_t cols,
+                           const int8_t* qx, const float* dx, float* y, int64_t y_stride) {
+  if constexpr (T >= 1) {
+    if (t_count == T) return QuantTile<kType, R, T>(w, w_stride, cols, qx, dx, y, y_stride);
+    QuantTileT<kType, R, kMaxT, T - 1>(t_count, w, w_stride, cols, qx, dx, y, y_stride);
+  }
+}
+
+// Rows [row_begin, row_end) x tokens [t_begin, t_end), tile by tile.
+template <tensor::DType kType>
+void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
+               float* y, int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
+  constexpr bool kQuant = kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0;
+  constexpr int kT = kQuant ? kQuantTokenTile : kFloatTokenTile;
+  const int64_t w_stride = tensor::RowBytes(kType, w.cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = row_begin; r < row_end;) {
+    const bool full_rows = r + kRowTile <= row_end;
+    for (int64_t t = t_begin; t < t_end; t += kT) {
+      const int t_count = static_cast<int>(std::min<int64_t>(kT, t_end - t));
+      for (int64_t rr = r; rr < (full_rows ? r + 1 : row_end); ++rr) {
+        const uint8_t* wr = base + rr * w_stride;
+        float* yr = y + t * w.rows + rr;
+        if constexpr (kQuant) {
+          const int8_t* q = qx + t * w.cols;
+          const float* d = dx + t * (w.cols / 32);
+          if (full_rows) QuantTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
+          else QuantTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
+        } else {
+          const float* xt = x + t * w.cols;
+          if (full_rows) FloatTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+          else FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+        }
+      }
+    }
+    r = full_rows ? r + kRowTile : row_end;
+  }
+}
+
+// Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows.
+HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
+  const bool quant = w.dtype == tensor::DType::kQ8_0 || w.dtype == tensor::DType::kQ4_0;
+  const int64_t bytes_per_token = w.cols * (quant ? 1 : 4);
+  return std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token));
+}
+
+void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
+             int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+  const int64_t chunk = ChunkTokens(w);
+  for (int64_t t0 = 0; t0 < n; t0 += chunk) {
+    const int64_t t1 = std::min(n, t0 + chunk);
+    switch (w.dtype) {
+      case tensor::DType::kF32:
+        TypedRows<tensor::DType::kF32>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        break;
+      case tensor::DType::kF16:
+        TypedRows<tensor::DType::kF16>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        break;
+      case tensor::DType::kBF16:
+        TypedRows<tensor::DType::kBF16>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        break;
+      case tensor::DType::kQ8_0:
+        TypedRows<tensor::DType::kQ8_0>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        break;
+      case tensor::DType::kQ4_0:
+        TypedRows<tensor::DType::kQ4_0>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        break;
+      default:
+        internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end);
+        return;
+    }
+  }
+}

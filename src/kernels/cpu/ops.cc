@@ -1,0 +1,75 @@
+#include "kernels/cpu/ops.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/check.h"
+#include "tensor/quant.h"
+
+namespace kvserve::kernels {
+
+void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double sum_sq = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
+}
+
+void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
+  DCHECK(params.rope_dim % 2 == 0 && params.rope_dim <= params.head_dim);
+  const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
+  for (int i = 0; i < params.rope_dim / 2; ++i) {
+    const double inv_freq =
+        std::pow(params.freq_base, -2.0 * i / static_cast<double>(params.rope_dim));
+    const double theta = scaled_pos * inv_freq;
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    for (int h = 0; h < num_heads; ++h) {
+      float* pair = x + static_cast<int64_t>(h) * params.head_dim + 2 * i;
+      const float x0 = pair[0];
+      const float x1 = pair[1];
+      pair[0] = x0 * c - x1 * s;
+      pair[1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+void SiluMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void Softmax(float* x, int64_t n) {
+  float max_value = x[0];
+  for (int64_t i = 1; i < n; ++i) max_value = std::max(max_value, x[i]);
+  float sum = 0.0f;
+  for (int64_t i = 0; i < n; ++i) {
+    x[i] = std::exp(x[i] - max_value);
+    sum += x[i];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t i = 0; i < n; ++i) x[i] *= inv;
+}
+
+void AddInPlace(float* y, const float* x, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
+}
+
+void EmbeddingLookup(const void* table, tensor::DType dtype, int64_t dim, int32_t token,
+                     float* out) {
+  const int64_t row_bytes = tensor::RowBytes(dtype, dim);
+  const auto* row = static_cast<const std::byte*>(table) + static_cast<int64_t>(token) * row_bytes;
+  tensor::DequantizeRow(dtype, row, out, dim);
+}
+
+int64_t ArgMax(const float* x, int64_t n) {
+  int64_t best = 0;
+  for (int64_t i = 1; i < n; ++i) {
+    if (x[i] > x[best]) best = i;
+  }
+  return best;
+}
+
+}  // namespace kvserve::kernels

@@ -1,0 +1,102 @@
+#include "kv/arena.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace kvserve::kv {
+
+void KvArena::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+
+KvArena::KvArena(int64_t block_bytes, int64_t num_blocks, bool allocate_memory)
+    : block_bytes_(block_bytes), num_blocks_(num_blocks) {
+  CHECK_GT(block_bytes, 0);
+  CHECK_GT(num_blocks, 0);
+  if (!allocate_memory) return;
+  const size_t bytes = static_cast<size_t>(block_bytes) * static_cast<size_t>(num_blocks);
+  const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  data_.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded)));
+  CHECK(data_ != nullptr) << "KV arena allocation of " << rounded << " bytes failed";
+}
+
+std::byte* KvArena::BlockData(BlockId id) const {
+  CHECK(data_ != nullptr) << "arena has no memory";
+  CHECK(id >= 0 && id < num_blocks_) << "block " << id;
+  return data_.get() + static_cast<size_t>(id) * static_cast<size_t>(block_bytes_);
+}
+
+void KvArena::CopyBlock(BlockId src, BlockId dst) {
+  if (!data_) return;
+  std::memcpy(BlockData(dst), BlockData(src), static_cast<size_t>(block_bytes_));
+}
+
+tensor::PagedKvView MakeKvView(const KvCacheConfig& config, int group, const KvArena& arena) {
+  const KvCacheGroup& g = config.groups.at(group);
+  const bool is_full = std::holds_alternative<FullAttention>(g.spec);
+  CHECK(is_full || std::holds_alternative<SlidingWindow>(g.spec)) << "latent group";
+  const auto [heads, dim, dtype, shared] =
+      is_full ? std::tuple(std::get<FullAttention>(g.spec).num_kv_heads,
+                           std::get<FullAttention>(g.spec).head_dim,
+                           std::get<FullAttention>(g.spec).dtype,
+                           std::get<FullAttention>(g.spec).shared_kv)
+              : std::tuple(std::get<SlidingWindow>(g.spec).num_kv_heads,
+                           std::get<SlidingWindow>(g.spec).head_dim,
+                           std::get<SlidingWindow>(g.spec).dtype,
+                           std::get<SlidingWindow>(g.spec).shared_kv);
+  tensor::PagedKvView view;
+  view.block_size = config.block_size;
+  view.dtype = dtype;
+  view.row_elems = heads * dim;
+  view.layers.resize(config.num_layers);
+  const size_t row_bytes = static_cast<size_t>(tensor::RowBytes(dtype, int64_t{heads} * dim));
+  const size_t layer_page = static_cast<size_t>(PageSizeBytes(g.spec, config.block_size));
+  std::byte* base = arena.data();
+  CHECK(base != nullptr) << "arena has no memory";
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    tensor::PagedKvLayer& l = view.layers[g.layers[i]];
+    l.k_base = base + i * layer_page;
+    l.v_base = shared ? l.k_base : l.k_base + config.block_size * row_bytes;
+    l.block_stride_bytes = static_cast<size_t>(arena.block_bytes());
+    l.token_stride_bytes = row_bytes;
+  }
+  for (const KvReader& r : g.readers) view.layers[r.layer] = view.layers[r.source_layer];
+  return view;
+}
+
+tensor::PagedLatentView MakeLatentView(const KvCacheConfig& config, int group,
+                                       const KvArena& arena) {
+  const KvCacheGroup& g = config.groups.at(group);
+  const auto* spec = std::get_if<CompressedLatent>(&g.spec);
+  CHECK(spec != nullptr) << "not a latent group";
+  tensor::PagedLatentView view;
+  view.block_size = config.block_size;
+  view.compress_ratio = spec->compress_ratio;
+  view.latent_dtype = spec->latent_dtype;
+  view.latent_elems = spec->latent_dim;
+  view.index_dtype = spec->index_dtype;
+  view.index_elems = spec->index_key_dim;
+  view.layers.resize(config.num_layers);
+  const size_t entries = static_cast<size_t>(EntriesPerBlock(*spec, config.block_size));
+  const size_t latent_row = static_cast<size_t>(tensor::RowBytes(spec->latent_dtype,
+                                                                 spec->latent_dim));
+  const size_t index_row = spec->index_key_dim > 0
+                               ? static_cast<size_t>(tensor::RowBytes(spec->index_dtype,
+                                                                      spec->index_key_dim))
+                               : 0;
+  const size_t layer_page = static_cast<size_t>(PageSizeBytes(g.spec, config.block_size));
+  std::byte* base = arena.data();
+  CHECK(base != nullptr) << "arena has no memory";
+  for (size_t i = 0; i < g.layers.size(); ++i) {
+    tensor::PagedLatentLayer& l = view.layers[g.layers[i]];
+    l.latent_base = base + i * layer_page;
+    l.index_base = index_row > 0 ? l.latent_base + entries * latent_row : nullptr;
+    l.block_stride_bytes = static_cast<size_t>(arena.block_bytes());
+    l.latent_stride_bytes = latent_row;
+    l.index_stride_bytes = index_row;
+  }
+  for (const KvReader& r : g.readers) view.layers[r.layer] = view.layers[r.source_layer];
+  return view;
+}
+
+}  // namespace kvserve::kv

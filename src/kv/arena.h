@@ -1,0 +1,66 @@
+// KvArena: one group's KV memory, allocated once, never grown.
+//
+// Shape (block-major, so one block of one group is one contiguous page set that the offload
+// tiers can copy with one memcpy):
+//   arena[num_blocks][writer layer i of the group][layer page]
+//   full / sliding layer page:  K rows [block_size][row_bytes] then V rows [block_size][row_bytes]
+//                               (shared_kv: only the K rows; V reads the same rows)
+//   latent layer page:          latent rows [entries_per_block][latent_row_bytes] then
+//                               index rows [entries_per_block][index_row_bytes]
+// Example: 5 layers, 4 kv heads x 8 dims, f32, block 16: row 128 B, layer page 4096 B,
+//   block 20480 B; the V row of token slot 3 of layer 2 in block 7 is at
+//   7 * 20480 + 2 * 4096 + 16 * 128 + 3 * 128.
+//
+// Owns: the aligned buffer (or nothing, for the simulator and planner, which run the same
+// manager without memory). Thread safety: the buffer is written by the forward pass under the
+// scheduler's block ownership rules; the object itself is immutable after construction.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "kv/block_pool.h"
+#include "kv/config.h"
+#include "tensor/kv_view.h"
+
+namespace kvserve::kv {
+
+class KvArena {
+ public:
+  static constexpr size_t kAlignment = 64;
+
+  // Allocates num_blocks * block_bytes bytes aligned to kAlignment when allocate_memory is
+  // true; otherwise only records the sizes.
+  KvArena(int64_t block_bytes, int64_t num_blocks, bool allocate_memory);
+
+  int64_t block_bytes() const { return block_bytes_; }
+  int64_t num_blocks() const { return num_blocks_; }
+  // Bytes actually allocated (0 without memory).
+  int64_t allocated_bytes() const { return data_ ? block_bytes_ * num_blocks_ : 0; }
+  std::byte* data() const { return data_.get(); }
+
+  // Start of block `id`'s page set. note: only with memory.
+  std::byte* BlockData(BlockId id) const;
+  // Copies one block's bytes (all layers) from src to dst. No-op without memory.
+  void CopyBlock(BlockId src, BlockId dst);
+
+ private:
+  struct FreeDeleter {
+    void operator()(std::byte* p) const;
+  };
+  int64_t block_bytes_;
+  int64_t num_blocks_;
+  std::unique_ptr<std::byte, FreeDeleter> data_;
+};
+
+// The kernel view of a full or sliding group: layers[l] is set for every writer and reader of
+// the group (a reader gets its source's pointers), left null for other layers.
+// note: the group's spec is full or sliding; the arena has memory.
+tensor::PagedKvView MakeKvView(const KvCacheConfig& config, int group, const KvArena& arena);
+
+// The same for a latent group.
+tensor::PagedLatentView MakeLatentView(const KvCacheConfig& config, int group,
+                                       const KvArena& arena);
+
+}  // namespace kvserve::kv

@@ -1,0 +1,145 @@
+#include "kv/block_pool.h"
+
+#include <fmt/format.h>
+
+#include "core/check.h"
+
+namespace kvserve::kv {
+
+BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
+    : num_blocks_(num_blocks), head_(num_blocks), enable_caching_(enable_caching) {
+  CHECK_GE(num_blocks, 2) << "a pool needs the null block and one usable block";
+  blocks_.resize(static_cast<size_t>(num_blocks) + 1);
+  blocks_[head_].prev = head_;
+  blocks_[head_].next = head_;
+  // The null block is permanently referenced so that it never looks free.
+  blocks_[kNullBlock].ref_cnt = 1;
+  for (BlockId id = 1; id < num_blocks; ++id) QueuePushBack(id);
+}
+
+double BlockPool::Usage() const {
+  return 1.0 - static_cast<double>(num_free_) / static_cast<double>(NumUsableBlocks());
+}
+
+void BlockPool::QueuePushBack(BlockId id) {
+  Block& b = blocks_[id];
+  DCHECK(!b.in_queue);
+  const int32_t tail = blocks_[head_].prev;
+  b.prev = tail;
+  b.next = head_;
+  blocks_[tail].next = id;
+  blocks_[head_].prev = id;
+  b.in_queue = true;
+  ++num_free_;
+}
+
+void BlockPool::QueueRemove(BlockId id) {
+  Block& b = blocks_[id];
+  DCHECK(b.in_queue);
+  blocks_[b.prev].next = b.next;
+  blocks_[b.next].prev = b.prev;
+  b.in_queue = false;
+  --num_free_;
+}
+
+std::optional<BlockId> BlockPool::LookupCached(const BlockHash& hash) const {
+  auto it = hash_to_block_.find(hash);
+  if (it == hash_to_block_.end()) return std::nullopt;
+  return it->second;
+}
+
+void BlockPool::Evict(BlockId id) {
+  Block& b = blocks_[id];
+  if (!b.hash.has_value()) return;
+  const BlockHash hash = *b.hash;
+  hash_to_block_.erase(hash);
+  b.hash.reset();
+  ++num_evictions_;
+  if (on_evict_) on_evict_(id, hash);
+}
+
+std::optional<std::vector<BlockId>> BlockPool::Allocate(int32_t n) {
+  CHECK_GE(n, 0);
+  if (n > num_free_) return std::nullopt;
+  std::vector<BlockId> out;
+  out.reserve(n);
+  for (int32_t i = 0; i < n; ++i) {
+    const BlockId id = blocks_[head_].next;  // least recently used
+    QueueRemove(id);
+    Evict(id);
+    blocks_[id].ref_cnt = 1;
+    out.push_back(id);
+  }
+  return out;
+}
+
+void BlockPool::Touch(std::span<const BlockId> ids) {
+  for (BlockId id : ids) {
+    if (id == kNullBlock) continue;
+    CHECK(id > 0 && id < num_blocks_) << "block " << id;
+    Block& b = blocks_[id];
+    if (b.ref_cnt == 0) QueueRemove(id);
+    ++b.ref_cnt;
+  }
+}
+
+void BlockPool::Free(std::span<const BlockId> ids) {
+  for (BlockId id : ids) {
+    if (id == kNullBlock) continue;
+    CHECK(id > 0 && id < num_blocks_) << "block " << id;
+    Block& b = blocks_[id];
+    CHECK_GT(b.ref_cnt, 0) << "double free of block " << id;
+    if (--b.ref_cnt == 0) QueuePushBack(id);
+  }
+}
+
+void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
+  if (!enable_caching_ || id == kNullBlock) return;
+  Block& b = blocks_.at(id);
+  CHECK_GT(b.ref_cnt, 0) << "caching a free block " << id;
+  if (b.hash.has_value()) {
+    CHECK(*b.hash == hash) << "block " << id << " re-cached under a different hash";
+    return;
+  }
+  if (hash_to_block_.emplace(hash, id).second) b.hash = hash;
+}
+
+Status BlockPool::CheckIntegrity() const {
+  if (blocks_[kNullBlock].in_queue || blocks_[kNullBlock].hash.has_value() ||
+      blocks_[kNullBlock].ref_cnt != 1) {
+    return Internal("null block was allocated, cached or freed");
+  }
+  // Walk the queue: links consistent, members have ref 0, length == num_free_.
+  int32_t count = 0;
+  for (int32_t id = blocks_[head_].next, prev = head_; id != head_;
+       prev = id, id = blocks_[id].next) {
+    if (id <= 0 || id >= num_blocks_) return Internal(fmt::format("queue holds id {}", id));
+    if (blocks_[id].prev != prev) return Internal(fmt::format("broken prev link at {}", id));
+    if (!blocks_[id].in_queue || blocks_[id].ref_cnt != 0) {
+      return Internal(fmt::format("queued block {} has ref {}", id, blocks_[id].ref_cnt));
+    }
+    if (++count > num_blocks_) return Internal("free queue has a cycle");
+  }
+  if (count != num_free_) {
+    return Internal(fmt::format("free queue has {} blocks, counter says {}", count, num_free_));
+  }
+  size_t num_hashed = 0;
+  for (BlockId id = 1; id < num_blocks_; ++id) {
+    const Block& b = blocks_[id];
+    if (b.ref_cnt < 0) return Internal(fmt::format("block {} has ref {}", id, b.ref_cnt));
+    if (!b.in_queue && b.ref_cnt == 0) return Internal(fmt::format("block {} leaked", id));
+    if (!b.hash.has_value()) continue;
+    ++num_hashed;
+    auto it = hash_to_block_.find(*b.hash);
+    if (it == hash_to_block_.end() || it->second != id) {
+      return Internal(fmt::format("block {} hash not mapped to it", id));
+    }
+  }
+  if (num_hashed != hash_to_block_.size()) {
+    return Internal(fmt::format("{} hashed blocks, {} map entries", num_hashed,
+                                hash_to_block_.size()));
+  }
+  return Status::Ok();
+}
+
+}  // namespace kvserve::kv

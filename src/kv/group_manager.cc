@@ -1,0 +1,161 @@
+#include "kv/group_manager.h"
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace kvserve::kv {
+
+const std::vector<BlockId>& GroupManager::Table(RequestId id) const {
+  auto it = tables_.find(id);
+  CHECK(it != tables_.end()) << "unknown request " << id;
+  return it->second;
+}
+
+int64_t GroupManager::NumBlocksNeeded(RequestId id, int64_t total_tokens,
+                                      std::span<const BlockId> hit_blocks) const {
+  auto it = tables_.find(id);
+  const int64_t have = (it == tables_.end() ? 0 : static_cast<int64_t>(it->second.size())) +
+                       static_cast<int64_t>(hit_blocks.size());
+  int64_t needed = std::max<int64_t>(0, CeilBlocks(total_tokens) - have);
+  for (BlockId b : hit_blocks) {
+    if (b != kNullBlock && pool_->RefCount(b) == 0) ++needed;  // leaves the free queue
+  }
+  return needed;
+}
+
+void GroupManager::AddHitBlocks(RequestId id, std::span<const BlockId> hit_blocks) {
+  CHECK(!HasRequest(id)) << "request " << id << " already has blocks";
+  pool_->Touch(hit_blocks);
+  tables_[id].assign(hit_blocks.begin(), hit_blocks.end());
+  Progress& p = progress_[id];
+  p.num_cached = static_cast<int64_t>(hit_blocks.size());
+  // Leading null entries of a sliding hit count as released.
+  while (p.num_skipped < p.num_cached && hit_blocks[p.num_skipped] == kNullBlock) ++p.num_skipped;
+}
+
+std::vector<BlockId> GroupManager::AllocateTo(RequestId id, int64_t total_tokens) {
+  std::vector<BlockId>& table = tables_[id];
+  progress_.try_emplace(id);
+  const int64_t n = std::max<int64_t>(0, CeilBlocks(total_tokens) - static_cast<int64_t>(table.size()));
+  std::optional<std::vector<BlockId>> fresh = pool_->Allocate(static_cast<int32_t>(n));
+  CHECK(fresh.has_value()) << "AllocateTo without enough free blocks";
+  table.insert(table.end(), fresh->begin(), fresh->end());
+  return *std::move(fresh);
+}
+
+void GroupManager::RemoveSkippedBlocks(RequestId id, int64_t num_computed_tokens) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return;
+  std::vector<BlockId>& table = it->second;
+  Progress& p = progress_[id];
+  const int64_t end = std::min<int64_t>(NumSkippedBlocks(num_computed_tokens),
+                                        static_cast<int64_t>(table.size()));
+  for (int64_t i = end - 1; i >= p.num_skipped; --i) {  // last first, like Free
+    pool_->Free(std::span<const BlockId>(&table[i], 1));
+    table[i] = kNullBlock;
+  }
+  p.num_skipped = std::max(p.num_skipped, end);
+}
+
+void GroupManager::CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes,
+                                   int64_t num_full_blocks) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return;
+  const std::vector<BlockId>& table = it->second;
+  Progress& p = progress_[id];
+  const int64_t end = std::min<int64_t>(num_full_blocks, static_cast<int64_t>(table.size()));
+  CHECK_LE(end, static_cast<int64_t>(hashes.size()));
+  for (int64_t i = p.num_cached; i < end; ++i) {
+    if (table[i] != kNullBlock) pool_->CacheFullBlock(table[i], hashes[i]);
+  }
+  p.num_cached = std::max(p.num_cached, end);
+}
+
+void GroupManager::Fork(RequestId parent, RequestId child, int64_t num_tokens,
+                        std::optional<BlockId> copy_to) {
+  CHECK(!HasRequest(child)) << "request " << child << " already has blocks";
+  const std::vector<BlockId>& src = Table(parent);
+  const int64_t num_full = num_tokens / block_size_;
+  CHECK_LE(CeilBlocks(num_tokens), static_cast<int64_t>(src.size()));
+  std::vector<BlockId> table(src.begin(), src.begin() + num_full);
+  pool_->Touch(table);
+  if (num_tokens % block_size_ != 0) {
+    CHECK(copy_to.has_value()) << "fork of a partial block needs a copy target";
+    table.push_back(*copy_to);
+  }
+  const Progress parent_progress = progress_.at(parent);
+  progress_[child] = Progress{std::min(parent_progress.num_skipped, num_full),
+                              std::min(parent_progress.num_cached, num_full)};
+  tables_[child] = std::move(table);
+}
+
+void GroupManager::Free(RequestId id) {
+  auto it = tables_.find(id);
+  if (it == tables_.end()) return;
+  std::vector<BlockId> reversed(it->second.rbegin(), it->second.rend());
+  pool_->Free(reversed);
+  tables_.erase(it);
+  progress_.erase(id);
+}
+
+int64_t FullGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes,
+                                           int64_t max_blocks) const {
+  const int64_t limit = std::min<int64_t>(max_blocks, static_cast<int64_t>(hashes.size()));
+  int64_t k = 0;
+  while (k < limit && pool_->LookupCached(hashes[k]).has_value()) ++k;
+  return k;
+}
+
+std::vector<BlockId> FullGroupManager::HitBlocks(std::span<const BlockHash> hashes,
+                                                 int64_t k) const {
+  std::vector<BlockId> out;
+  out.reserve(k);
+  for (int64_t i = 0; i < k; ++i) out.push_back(pool_->LookupCached(hashes[i]).value());
+  return out;
+}
+
+int64_t SlidingGroupManager::FirstNeededBlock(int64_t k) const {
+  return std::max<int64_t>(0, k * block_size_ - window_) / block_size_;
+}
+
+// Scans right to left keeping the run of cached blocks [i, end); the first time the run
+// reaches FirstNeededBlock(end), `end` is the answer (the largest, since end only shrinks).
+// Example: B 4, W 8, cached {1, 2}, max 6: misses at 5, 4, 3 set end = 3; the run [2, 3)
+// does not yet reach FirstNeededBlock(3) = 1; [1, 3) does: the hit is 3 blocks (12 tokens).
+int64_t SlidingGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes,
+                                              int64_t max_blocks) const {
+  int64_t end = std::min<int64_t>(max_blocks, static_cast<int64_t>(hashes.size()));
+  for (int64_t i = end - 1; i >= 0; --i) {
+    if (!pool_->LookupCached(hashes[i]).has_value()) {
+      end = i;
+      continue;
+    }
+    if (i <= FirstNeededBlock(end)) return end;
+  }
+  return end;  // 0 here, or a run that reached block 0
+}
+
+std::vector<BlockId> SlidingGroupManager::HitBlocks(std::span<const BlockHash> hashes,
+                                                    int64_t k) const {
+  std::vector<BlockId> out(k, kNullBlock);
+  for (int64_t i = FirstNeededBlock(k); i < k; ++i) out[i] = pool_->LookupCached(hashes[i]).value();
+  return out;
+}
+
+// Tokens before num_computed - W are never attended again; block i is wholly before that
+// when (i + 1) * B <= num_computed - W. Example: B 4, W 8, 21 computed: (21 - 8) / 4 = 3
+// blocks (tokens [0, 12)) can go.
+int64_t SlidingGroupManager::NumSkippedBlocks(int64_t num_computed_tokens) const {
+  return std::max<int64_t>(0, num_computed_tokens - window_) / block_size_;
+}
+
+std::unique_ptr<GroupManager> MakeGroupManager(const KvLayoutSpec& spec, int block_size,
+                                               BlockPool* pool) {
+  if (const auto* s = std::get_if<SlidingWindow>(&spec)) {
+    return std::make_unique<SlidingGroupManager>(block_size, pool, s->window);
+  }
+  return std::make_unique<FullGroupManager>(block_size, pool);
+}
+
+}  // namespace kvserve::kv

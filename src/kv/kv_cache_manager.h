@@ -1,0 +1,152 @@
+// KvCacheManager: the coordinator. One arena, pool and group manager per KV group; per
+// request the block tables of every group, the request's block hashes and its cache salt.
+//
+// Invariants (CheckIntegrity): every pool is consistent; each block's ref count equals the
+// number of request tables that hold it; a request's tables exist in every group.
+// Hit rule (hybrid): a prefix of L tokens (a multiple of the block size) is served only when
+// every group can serve it: full and latent groups need all blocks of [0, L), sliding groups
+// the blocks covering [L - window, L). FindLongestCachedPrefix iterates to the largest L all
+// groups accept. Worked example: block 4, window 8, prompt of 14 tokens, everything cached:
+//   cap = ((14 - 1) / 4) * 4 = 12 (the last token is always computed, for its logits)
+//   full group: blocks 0, 1, 2; sliding group: [12 - 8, 12) = [4, 12) = blocks 1, 2 (block 0
+//   is kNullBlock in its table). num_cached_tokens = 12.
+// If the sliding group had evicted block 1: sliding can serve L = 8? it needs [0, 8) = blocks
+//   0, 1: no; L = 4 needs block 0: yes (if cached), so L = 4, and the full group takes 0 only.
+//
+// Thread safety: none; the scheduler thread owns it (the forward pass reads arenas through
+// views, under the scheduler's rules).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "core/status.h"
+#include "kv/arena.h"
+#include "kv/block_pool.h"
+#include "kv/config.h"
+#include "kv/group_manager.h"
+#include "kv/hash.h"
+#include "tensor/kv_view.h"
+
+namespace kvserve::kv {
+
+// What the cache already holds for a prompt; pass it to AllocateNew.
+struct PrefixHit {
+  int64_t num_cached_tokens = 0;                       // a multiple of the block size
+  std::vector<std::vector<BlockId>> blocks_per_group;  // [group][block], null where unneeded
+  std::vector<BlockHash> block_hashes;                 // the prompt's full blocks
+  std::string cache_salt;
+};
+
+// Blocks added by one allocation, per group (to zero, load from a tier, or log).
+struct NewBlocks {
+  std::vector<std::vector<BlockId>> per_group;
+};
+
+struct KvCacheStats {
+  double usage = 0;                 // max over groups of the referenced fraction
+  int64_t prefix_query_tokens = 0;  // prompt tokens looked up
+  int64_t prefix_hit_tokens = 0;    // of which served from cache
+  int64_t num_evictions = 0;        // cached blocks reused, all groups
+  int64_t num_requests = 0;
+};
+
+struct KvCacheManagerOptions {
+  bool enable_prefix_caching = true;
+  bool allocate_memory = true;   // false: bookkeeping only (planner, simulator, tests)
+  ModelFingerprint fingerprint;  // namespaces the block hashes
+};
+
+// (group, block, hash) of a cached block about to be reused.
+using GroupEvictionCallback =
+    std::function<void(int group, BlockId block, const BlockHash& hash)>;
+
+class KvCacheManager {
+ public:
+  // Sizes every group from the budget (ComputeCapacity) and allocates the arenas.
+  static Result<std::unique_ptr<KvCacheManager>> Create(const KvCacheConfig& config,
+                                                        uint64_t budget_bytes,
+                                                        const KvCacheManagerOptions& options);
+
+  const KvCacheConfig& config() const { return config_; }
+  const KvCapacity& capacity() const { return capacity_; }
+  int num_groups() const { return static_cast<int>(groups_.size()); }
+  bool prefix_caching_enabled() const { return options_.enable_prefix_caching; }
+
+  // ---- scheduler API ----
+
+  // The longest cached prefix of `prompt` under the hybrid rule, capped at
+  // ((len - 1) / block_size) * block_size. Changes nothing but the query statistics.
+  PrefixHit FindLongestCachedPrefix(std::span<const TokenId> prompt, std::string_view cache_salt);
+
+  // Starts request `id`: adopts the hit's blocks and allocates slots for num_new_tokens after
+  // them. nullopt (nothing changed) when any group lacks blocks.
+  // note: `hit` must come from FindLongestCachedPrefix with no allocation in between (a hit
+  // block evicted meanwhile is CHECKed).
+  std::optional<NewBlocks> AllocateNew(RequestId id, PrefixHit hit, int64_t num_new_tokens);
+
+  // Grows a running request to num_computed_tokens + num_new_tokens slots, after releasing
+  // the sliding blocks it no longer needs. nullopt (no new blocks taken) when any group lacks
+  // blocks: the scheduler preempts.
+  std::optional<NewBlocks> AllocateSlots(RequestId id, int64_t num_computed_tokens,
+                                         int64_t num_new_tokens);
+
+  // After a step: hashes the request's newly full blocks (tokens = all its tokens so far)
+  // and registers those whose KV is computed (the first num_computed_tokens).
+  void CacheFullBlocks(RequestId id, std::span<const TokenId> tokens, int64_t num_computed_tokens);
+
+  // n > 1: the child shares the parent's first num_tokens slots; a partial last block is
+  // copied into a fresh block. nullopt (nothing changed) when that block is not available.
+  std::optional<NewBlocks> Fork(RequestId parent, RequestId child, int64_t num_tokens);
+
+  // Releases every block of the request (cached blocks stay reusable until evicted).
+  void Free(RequestId id);
+
+  bool HasRequest(RequestId id) const { return requests_.count(id) != 0; }
+  KvCacheStats Stats() const;
+  void SetEvictionCallback(GroupEvictionCallback callback);
+  // Ok or Internal naming the first broken invariant. O(blocks + table entries).
+  Status CheckIntegrity() const;
+
+  // ---- runner API ----
+
+  // table[i] holds tokens [i * block_size, (i + 1) * block_size) of the request.
+  const std::vector<BlockId>& BlockTable(RequestId id, int group) const;
+  tensor::PagedKvView KvView(int group) const;          // full / sliding groups
+  tensor::PagedLatentView LatentView(int group) const;  // latent groups
+  const KvArena& arena(int group) const { return *groups_.at(group).arena; }
+  KvArena& arena(int group) { return *groups_.at(group).arena; }
+  const BlockPool& pool(int group) const { return *groups_.at(group).pool; }
+
+ private:
+  struct Group {
+    std::unique_ptr<KvArena> arena;
+    std::unique_ptr<BlockPool> pool;
+    std::unique_ptr<GroupManager> manager;
+  };
+  struct RequestState {
+    std::vector<BlockHash> block_hashes;
+    std::string cache_salt;
+  };
+
+  KvCacheManager(KvCacheConfig config, KvCapacity capacity, KvCacheManagerOptions options);
+  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const;
+
+  KvCacheConfig config_;
+  KvCapacity capacity_;
+  KvCacheManagerOptions options_;
+  BlockHash root_hash_;
+  std::vector<Group> groups_;
+  std::unordered_map<RequestId, RequestState> requests_;
+  int64_t prefix_query_tokens_ = 0;
+  int64_t prefix_hit_tokens_ = 0;
+};
+
+}  // namespace kvserve::kv

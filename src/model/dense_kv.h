@@ -1,0 +1,40 @@
+// SimpleKvArena: a fixed KV cache for tests, benchmarks and the CLI until the KV manager (kv/)
+// hands out views of its own arenas.
+//
+// Owns, for every layer, one K and one V buffer of num_blocks blocks of block_size token rows,
+// each row RowBytes(dtype, row_elems) bytes. Never grows. View() describes it as a
+// tensor::PagedKvView. Not thread-safe; the view stays valid while the arena lives.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+#include "tensor/kv_view.h"
+
+namespace kvserve::model {
+
+class SimpleKvArena {
+ public:
+  SimpleKvArena(int num_layers, int row_elems, tensor::DType dtype, int block_size,
+                int32_t num_blocks);
+
+  const tensor::PagedKvView& view() const { return view_; }
+  int32_t num_blocks() const { return num_blocks_; }
+  size_t size_bytes() const { return storage_.size(); }
+
+ private:
+  int32_t num_blocks_;
+  std::vector<std::byte> storage_;  // (layer, {K, V}, block, slot, row bytes)
+  tensor::PagedKvView view_;
+};
+
+// Blocks [first_block, first_block + num_blocks) in order: a block table for a sequence that
+// owns that contiguous range.
+std::vector<int32_t> ContiguousBlockTable(int32_t first_block, int32_t num_blocks);
+
+// Blocks needed for `num_tokens` tokens: ceil(num_tokens / block_size).
+int32_t BlocksForTokens(int64_t num_tokens, int block_size);
+
+}  // namespace kvserve::model

@@ -1,0 +1,256 @@
+#include "scheduler/scheduler.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace kvserve::scheduler {
+
+const char* FinishReasonName(FinishReason reason) {
+  switch (reason) {
+    case FinishReason::kStop: return "stop";
+    case FinishReason::kLength: return "length";
+    case FinishReason::kAbort: return "abort";
+    case FinishReason::kError: return "error";
+  }
+  return "unknown";
+}
+
+Status ValidateSchedulerConfig(const SchedulerConfig& config) {
+  if (config.max_num_seqs < 1) return InvalidArgument("--max-num-seqs must be at least 1");
+  if (config.max_num_batched_tokens < 1) {
+    return InvalidArgument("--max-num-batched-tokens must be at least 1");
+  }
+  if (config.max_model_len < 1) return InvalidArgument("--max-model-len must be at least 1");
+  return Status::Ok();
+}
+
+int64_t SchedulerOutput::NumToSample() const {
+  return std::count_if(scheduled.begin(), scheduled.end(),
+                       [](const ScheduledRequest& s) { return s.needs_sample; });
+}
+
+// Per-step scratch: what is left of the budget and who is already in the output.
+struct Scheduler::StepState {
+  int64_t budget = 0;
+  bool preempted_any = false;
+};
+
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv)
+    : config_(config), kv_(kv) {
+  CHECK(kv_ != nullptr);
+  CHECK(ValidateSchedulerConfig(config_).ok()) << ValidateSchedulerConfig(config_).ToString();
+}
+
+Status Scheduler::ValidateRequest(const NewRequest& request) const {
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt.size());
+  if (num_prompt == 0) return InvalidArgument("the prompt is empty");
+  if (request.max_tokens && *request.max_tokens < 1) {
+    return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}", *request.max_tokens));
+  }
+  const int64_t max_tokens = request.max_tokens.value_or(1);
+  if (num_prompt + max_tokens > config_.max_model_len) {
+    return OutOfRange(fmt::format(
+        "this model's maximum context length (--max-model-len) is {} tokens, but the request "
+        "has {} prompt tokens and asks for {} more ({} in total)",
+        config_.max_model_len, num_prompt, max_tokens, num_prompt + max_tokens));
+  }
+  return Status::Ok();
+}
+
+Status Scheduler::AddRequest(NewRequest request) {
+  KV_RETURN_IF_ERROR(ValidateRequest(request));
+  if (requests_.count(request.id) != 0) {
+    return InvalidArgument(fmt::format("request id {} is already in use", request.id));
+  }
+  auto r = std::make_unique<Request>();
+  r->id = request.id;
+  r->num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
+  r->max_tokens = request.max_tokens.value_or(config_.max_model_len - r->num_prompt_tokens);
+  r->tokens = std::move(request.prompt);
+  r->tokens.reserve(r->num_prompt_tokens + r->max_tokens);
+  r->cache_salt = std::move(request.cache_salt);
+  r->arrival_index = next_arrival_++;
+  waiting_.push_back(r->id);
+  requests_[r->id] = std::move(r);
+  return Status::Ok();
+}
+
+SchedulerOutput Scheduler::Schedule() {
+  SchedulerOutput out;
+  StepState step;
+  step.budget = config_.max_num_batched_tokens;
+  ScheduleRunning(/*decodes=*/true, step, out);
+  ScheduleRunning(/*decodes=*/false, step, out);
+  if (!step.preempted_any) ScheduleWaiting(step, out);
+  out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
+  FillBlockTables(out);
+  return out;
+}
+
+void Scheduler::ScheduleRunning(bool decodes, StepState& step, SchedulerOutput& out) {
+  // Preemption edits running_, so walk a copy and skip ids that left it.
+  const std::vector<RequestId> order = running_;
+  for (RequestId id : order) {
+    if (step.budget == 0) return;
+    if (std::find(running_.begin(), running_.end(), id) == running_.end()) continue;
+    Request& r = *requests_.at(id);
+    if (r.IsDecoding() != decodes) continue;
+    ScheduleOneRunning(r, step, out);
+  }
+}
+
+// Reserves blocks for r's next chunk, preempting the newest running requests until they fit.
+// Returns whether r was scheduled.
+bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput& out) {
+  const int64_t n = std::min(r.NumTokens() - r.num_computed_tokens, step.budget);
+  CHECK_GT(n, 0) << "running request " << r.id << " has nothing to compute";
+  while (!kv_->AllocateSlots(r.id, r.num_computed_tokens, n)) {
+    if (running_.size() == 1) {
+      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
+                                     "cache holds ({} tokens so far)", r.id, r.NumTokens()),
+                      out);
+      return false;
+    }
+    const RequestId victim = running_.back();
+    Preempt(victim, step, out);
+    if (victim == r.id) return false;
+  }
+  ScheduledRequest s;
+  s.id = r.id;
+  s.num_computed_tokens = r.num_computed_tokens;
+  s.num_scheduled_tokens = n;
+  s.needs_sample = r.num_computed_tokens + n == r.NumTokens();
+  s.tokens = std::span<const TokenId>(r.tokens).subspan(r.num_computed_tokens, n);
+  out.scheduled.push_back(std::move(s));
+  step.budget -= n;
+  return true;
+}
+
+void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
+  while (!waiting_.empty() && step.budget > 0 &&
+         static_cast<int>(running_.size()) < config_.max_num_seqs) {
+    Request& r = *requests_.at(waiting_.front());
+    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(r.tokens, r.cache_salt);
+    const int64_t num_cached = hit.num_cached_tokens;
+    const int64_t n = std::min(r.NumTokens() - num_cached, step.budget);
+    if (!kv_->AllocateNew(r.id, std::move(hit), n)) {
+      if (!running_.empty()) return;  // wait for running requests to free blocks
+      waiting_.pop_front();
+      running_.push_back(r.id);  // FinishWithError removes it from running_
+      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
+                                     "cache holds ({} tokens)", r.id, r.NumTokens()),
+                      out);
+      continue;
+    }
+    waiting_.pop_front();
+    running_.push_back(r.id);
+    prefix_query_tokens_ += r.NumTokens();
+    prefix_hit_tokens_ += num_cached;
+    r.num_cached_tokens = num_cached;
+    r.num_computed_tokens = num_cached;
+    ScheduledRequest s;
+    s.id = r.id;
+    s.num_computed_tokens = num_cached;
+    s.num_scheduled_tokens = n;
+    s.needs_sample = num_cached + n == r.NumTokens();
+    s.is_new = true;
+    s.tokens = std::span<const TokenId>(r.tokens).subspan(num_cached, n);
+    out.scheduled.push_back(std::move(s));
+    step.budget -= n;
+  }
+}
+
+void Scheduler::Preempt(RequestId victim, StepState& step, SchedulerOutput& out) {
+  Request& v = *requests_.at(victim);
+  auto it = std::find_if(out.scheduled.begin(), out.scheduled.end(),
+                         [&](const ScheduledRequest& s) { return s.id == victim; });
+  if (it != out.scheduled.end()) {  // scheduled earlier this step: give its tokens back
+    step.budget += it->num_scheduled_tokens;
+    out.scheduled.erase(it);
+  }
+  kv_->Free(victim);
+  v.num_computed_tokens = 0;
+  ++v.num_preemptions;
+  ++num_preemptions_;
+  running_.erase(std::find(running_.begin(), running_.end(), victim));
+  waiting_.push_front(victim);
+  out.preempted.push_back(victim);
+  step.preempted_any = true;
+}
+
+void Scheduler::FinishWithError(Request& r, std::string message, SchedulerOutput& out) {
+  out.finished.push_back({r.id, FinishReason::kError, std::move(message)});
+  Remove(r.id);
+}
+
+void Scheduler::Remove(RequestId id) {
+  if (kv_->HasRequest(id)) kv_->Free(id);
+  auto run_it = std::find(running_.begin(), running_.end(), id);
+  if (run_it != running_.end()) running_.erase(run_it);
+  auto wait_it = std::find(waiting_.begin(), waiting_.end(), id);
+  if (wait_it != waiting_.end()) waiting_.erase(wait_it);
+  requests_.erase(id);
+}
+
+void Scheduler::FillBlockTables(SchedulerOutput& out) const {
+  for (ScheduledRequest& s : out.scheduled) {
+    s.block_tables.clear();
+    for (int g = 0; g < kv_->num_groups(); ++g) s.block_tables.push_back(kv_->BlockTable(s.id, g));
+  }
+}
+
+std::vector<FinishedRequest> Scheduler::UpdateFromOutput(const SchedulerOutput& output,
+                                                         std::span<const SampledToken> sampled) {
+  std::vector<FinishedRequest> finished;
+  size_t next_sample = 0;
+  for (const ScheduledRequest& s : output.scheduled) {
+    Request& r = *requests_.at(s.id);
+    CHECK_EQ(r.num_computed_tokens, s.num_computed_tokens) << "request " << s.id;
+    r.num_computed_tokens += s.num_scheduled_tokens;
+    std::optional<FinishReason> reason;
+    if (s.needs_sample) {
+      CHECK_LT(next_sample, sampled.size()) << "no sampled token for request " << s.id;
+      const SampledToken& t = sampled[next_sample++];
+      CHECK_EQ(t.id, s.id) << "sampled tokens out of order";
+      r.tokens.push_back(t.token);
+      if (t.stop) {
+        reason = FinishReason::kStop;
+      } else if (r.NumOutputTokens() >= r.max_tokens || r.NumTokens() >= config_.max_model_len) {
+        reason = FinishReason::kLength;
+      }
+    }
+    kv_->CacheFullBlocks(r.id, r.tokens, r.num_computed_tokens);
+    if (reason) {
+      finished.push_back({r.id, *reason, ""});
+      Remove(r.id);
+    }
+  }
+  CHECK_EQ(next_sample, sampled.size()) << "more sampled tokens than requests to sample";
+  return finished;
+}
+
+bool Scheduler::Abort(RequestId id) {
+  if (requests_.count(id) == 0) return false;
+  Remove(id);
+  return true;
+}
+
+const Request* Scheduler::Find(RequestId id) const {
+  auto it = requests_.find(id);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+SchedulerStats Scheduler::Stats() const {
+  SchedulerStats stats;
+  stats.num_running = static_cast<int>(running_.size());
+  stats.num_waiting = static_cast<int>(waiting_.size());
+  stats.num_preemptions = num_preemptions_;
+  stats.prefix_query_tokens = prefix_query_tokens_;
+  stats.prefix_hit_tokens = prefix_hit_tokens_;
+  return stats;
+}
+
+}  // namespace kvserve::scheduler

@@ -1,0 +1,224 @@
+// Differential and determinism tests for kernels/cpu/matmul.h.
+#include "kernels/cpu/matmul.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <vector>
+
+// Also enumerate AVX3_DL, which matmul.cc compiles (AVX512-VNNI quantized tiles).
+#ifndef HWY_WANT_AVX3_DL
+#define HWY_WANT_AVX3_DL
+#endif
+#include "hwy/targets.h"
+#include "tensor/quant.h"
+
+namespace kvserve::kernels {
+namespace {
+
+using tensor::DType;
+
+constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
+                               DType::kQ4_0};
+
+bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+
+// A random weight matrix stored as `dtype`, with its exact dequantized values.
+struct TestWeights {
+  std::vector<uint8_t> bytes;      // (rows, RowBytes(dtype, cols))
+  std::vector<float> dequantized;  // (rows, cols)
+  WeightMatrix matrix;
+};
+
+TestWeights MakeWeights(DType dtype, int64_t rows, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  TestWeights w;
+  const int64_t row_bytes = tensor::RowBytes(dtype, cols);
+  w.bytes.resize(static_cast<size_t>(rows * row_bytes));
+  w.dequantized.resize(static_cast<size_t>(rows * cols));
+  std::vector<float> src(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < rows; ++r) {
+    for (auto& v : src) v = normal(rng);
+    tensor::QuantizeRow(dtype, src.data(), w.bytes.data() + r * row_bytes, cols);
+    tensor::DequantizeRow(dtype, w.bytes.data() + r * row_bytes, w.dequantized.data() + r * cols,
+                          cols);
+  }
+  w.matrix = WeightMatrix{w.bytes.data(), dtype, rows, cols};
+  return w;
+}
+
+std::vector<float> RandomActivations(int64_t n, int64_t cols, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> uniform(-2.0f, 2.0f);
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (auto& v : x) v = uniform(rng);
+  return x;
+}
+
+// Naive float64 reference. For quantized weights the activations go through the same Q8
+// quantization as MatMul, so the only difference left is f32 rounding.
+// Returns y (n, rows) and, in bound, sum |w| |x| per element for the tolerance.
+std::vector<double> Reference(const TestWeights& w, const std::vector<float>& x, int64_t n,
+                              std::vector<double>* bound) {
+  const int64_t rows = w.matrix.rows, cols = w.matrix.cols;
+  std::vector<float> xs = x;
+  if (IsQuant(w.matrix.dtype)) {
+    std::vector<int8_t> q(static_cast<size_t>(cols));
+    std::vector<float> d(static_cast<size_t>(cols / 32));
+    for (int64_t t = 0; t < n; ++t) {
+      QuantizeActivationRow(x.data() + t * cols, cols, q.data(), d.data());
+      for (int64_t c = 0; c < cols; ++c) xs[t * cols + c] = d[c / 32] * q[c];
+    }
+  }
+  std::vector<double> y(static_cast<size_t>(n * rows));
+  bound->assign(y.size(), 0.0);
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t r = 0; r < rows; ++r) {
+      double sum = 0, abs_sum = 0;
+      for (int64_t c = 0; c < cols; ++c) {
+        const double p = double{w.dequantized[r * cols + c]} * xs[t * cols + c];
+        sum += p;
+        abs_sum += std::fabs(p);
+      }
+      y[t * rows + r] = sum;
+      (*bound)[t * rows + r] = abs_sum;
+    }
+  }
+  return y;
+}
+
+std::vector<float> RunMatMul(const WeightMatrix& w, const std::vector<float>& x, int64_t n,
+                             int threads) {
+  ThreadPool pool(threads);
+  MatMulScratch scratch(std::max<int64_t>(n, 1), w.cols);
+  std::vector<float> y(static_cast<size_t>(n * w.rows), -1.0f);
+  MatMul(w, x.data(), n, y.data(), pool, scratch);
+  return y;
+}
+
+bool BitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+
+struct Shape {
+  int64_t rows, cols, n;
+};
+
+// Awkward shapes: rows not a multiple of any tile, n spanning token tiles, odd block counts,
+// and (for float types) columns that are not a multiple of 16.
+std::vector<Shape> ShapesFor(DType dtype) {
+  std::vector<Shape> shapes = {{1, 32, 1},   {7, 96, 5},   {17, 160, 37}, {64, 64, 16},
+                               {33, 288, 3}, {5, 1024, 2}, {19, 32, 9}};
+  if (!IsQuant(dtype)) {
+    shapes.push_back({9, 7, 4});
+    shapes.push_back({13, 172, 11});
+    shapes.push_back({3, 1, 2});
+  }
+  return shapes;
+}
+
+TEST(MatMulTest, MatchesFloat64Reference) {
+  uint32_t seed = 1;
+  for (DType dtype : kAllTypes) {
+    for (const Shape& s : ShapesFor(dtype)) {
+      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(s.rows) +
+                   " cols=" + std::to_string(s.cols) + " n=" + std::to_string(s.n));
+      TestWeights w = MakeWeights(dtype, s.rows, s.cols, ++seed);
+      std::vector<float> x = RandomActivations(s.n, s.cols, ++seed);
+      std::vector<double> bound;
+      std::vector<double> want = Reference(w, x, s.n, &bound);
+      std::vector<float> got = RunMatMul(w.matrix, x, s.n, 2);
+      for (size_t i = 0; i < got.size(); ++i) {
+        // f32 accumulation over `cols` terms: error well under cols * 2^-24 * sum |w x|.
+        const double tol = 1e-6 + 4.0 * static_cast<double>(s.cols) * 0x1p-24 * bound[i];
+        ASSERT_NEAR(got[i], want[i], tol) << "element " << i;
+      }
+    }
+  }
+}
+
+TEST(MatMulTest, BitIdenticalToPortableScheme) {
+  uint32_t seed = 100;
+  for (DType dtype : kAllTypes) {
+    for (const Shape& s : ShapesFor(dtype)) {
+      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(s.rows) +
+                   " cols=" + std::to_string(s.cols));
+      TestWeights w = MakeWeights(dtype, s.rows, s.cols, ++seed);
+      std::vector<float> x = RandomActivations(s.n, s.cols, ++seed);
+      std::vector<float> want(static_cast<size_t>(s.n * s.rows));
+      MatMulPortable(w.matrix, x.data(), s.n, want.data());
+      std::vector<float> got = RunMatMul(w.matrix, x, s.n, 3);
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_TRUE(BitEqual(got[i], want[i])) << i << ": " << got[i] << " vs " << want[i];
+      }
+    }
+  }
+}
+
+// A token row gives the same bits alone, anywhere inside a batch of 37, and for 1-3 threads.
+TEST(MatMulTest, DeterministicAcrossBatchPositionAndThreads) {
+  constexpr int64_t kRows = 75, kCols = 320, kBatch = 37;
+  uint32_t seed = 500;
+  for (DType dtype : kAllTypes) {
+    SCOPED_TRACE(tensor::DTypeName(dtype));
+    TestWeights w = MakeWeights(dtype, kRows, kCols, ++seed);
+    std::vector<float> probe = RandomActivations(1, kCols, ++seed);
+    std::vector<float> alone = RunMatMul(w.matrix, probe, 1, 1);
+    for (int64_t position : {int64_t{0}, int64_t{5}, int64_t{17}, kBatch - 1}) {
+      std::vector<float> batch = RandomActivations(kBatch, kCols, ++seed);
+      std::copy(probe.begin(), probe.end(), batch.begin() + position * kCols);
+      for (int threads : {1, 2, 3}) {
+        std::vector<float> y = RunMatMul(w.matrix, batch, kBatch, threads);
+        for (int64_t r = 0; r < kRows; ++r) {
+          ASSERT_TRUE(BitEqual(y[position * kRows + r], alone[r]))
+              << "position " << position << " threads " << threads << " row " << r;
+        }
+      }
+    }
+  }
+}
+
+// Every SIMD target this machine supports (e.g. AVX2 and AVX-512) computes the same bits.
+TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
+  std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
+  ASSERT_FALSE(targets.empty());
+  uint32_t seed = 900;
+  for (DType dtype : kAllTypes) {
+    TestWeights w = MakeWeights(dtype, 37, 416, ++seed);
+    std::vector<float> x = RandomActivations(13, 416, ++seed);
+    std::vector<float> first;
+    for (int64_t target : targets) {
+      hwy::SetSupportedTargetsForTest(target);
+      hwy::SupportedTargets();  // refreshes the dispatch choice
+      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " on " +
+                   std::string(MatMulTargetName()));
+      std::vector<float> y = RunMatMul(w.matrix, x, 13, 2);
+      if (dtype == DType::kF32) std::printf("checked target %s\n", hwy::TargetName(target));
+      if (first.empty()) first = y;
+      for (size_t i = 0; i < y.size(); ++i) ASSERT_TRUE(BitEqual(y[i], first[i])) << i;
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    hwy::SupportedTargets();
+  }
+}
+
+TEST(MatMulTest, QuantizeActivationRowRoundsToBlockScale) {
+  std::vector<float> x(64, 0.0f);
+  x[0] = 1.27f;
+  x[1] = -0.5f;
+  x[40] = -3.0f;
+  std::vector<int8_t> q(64);
+  std::vector<float> d(2);
+  QuantizeActivationRow(x.data(), 64, q.data(), d.data());
+  EXPECT_FLOAT_EQ(d[0], 1.27f / 127.0f);
+  EXPECT_EQ(q[0], 127);
+  EXPECT_EQ(q[1], -50);
+  EXPECT_EQ(q[2], 0);
+  EXPECT_EQ(q[40], -127);
+  EXPECT_FLOAT_EQ(d[1], 3.0f / 127.0f);
+}
+
+}  // namespace
+}  // namespace kvserve::kernels

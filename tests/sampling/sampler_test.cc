@@ -1,0 +1,294 @@
+#include <cmath>
+#include <limits>
+#include <map>
+#include <set>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
+#include "sampling/sampling_params.h"
+
+namespace kvserve::sampling {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// Logits whose softmax is exactly `probs` (up to rounding).
+std::vector<float> LogitsFor(const std::vector<double>& probs) {
+  std::vector<float> logits;
+  for (double p : probs) logits.push_back(static_cast<float>(std::log(p)));
+  return logits;
+}
+
+SamplingParams Params(float temperature) {
+  SamplingParams p;
+  p.temperature = temperature;
+  return p;
+}
+
+std::vector<int32_t> Tokens(std::span<const Candidate> dist) {
+  std::vector<int32_t> out;
+  for (const Candidate& c : dist) out.push_back(c.token);
+  return out;
+}
+
+TEST(SamplerTest, GreedyTakesArgmaxTiesToLowestId) {
+  Sampler sampler(5);
+  std::vector<float> logits = {1.0f, 3.0f, 3.0f, 2.0f, -kInf};
+  for (uint64_t seed = 0; seed < 5; ++seed) {
+    EXPECT_EQ(sampler.Sample(logits, Params(0.0f), {}, seed).token, 1);
+  }
+  EXPECT_EQ(sampler.Sample(std::vector<float>{-kInf, -kInf, NAN, -kInf, -kInf}, Params(0.0f),
+                           {}, 0).token, 0);
+}
+
+TEST(SamplerTest, PenaltiesExactValues) {
+  Sampler sampler(5);
+  std::vector<float> logits = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  SamplingParams p;
+  p.repetition_penalty = 2.0f;
+  p.frequency_penalty = 0.5f;
+  p.presence_penalty = 0.25f;
+  std::vector<int32_t> prompt = {0, 1, 0, 0};
+  std::vector<int32_t> generated = {2, 2, 1};
+  sampler.ApplyPenalties(logits, p, {prompt, generated});
+  // 0: prompt only: 2 / 2. 1: -2 * 2 - 0.5 * 1 - 0.25. 2: 1 / 2 - 0.5 * 2 - 0.25. 3, 4: unseen.
+  EXPECT_EQ(logits, (std::vector<float>{1.0f, -4.75f, -0.75f, 0.5f, 3.0f}));
+
+  // Scratch state is reset: a call with no history changes nothing.
+  std::vector<float> again = {2.0f, -2.0f, 1.0f, 0.5f, 3.0f};
+  sampler.ApplyPenalties(again, p, {});
+  EXPECT_EQ(again, (std::vector<float>{2.0f, -2.0f, 1.0f, 0.5f, 3.0f}));
+}
+
+TEST(SamplerTest, PenaltiesChangeGreedyChoice) {
+  Sampler sampler(3);
+  std::vector<float> logits = {1.0f, 1.5f, 0.0f};
+  SamplingParams p = Params(0.0f);
+  std::vector<int32_t> generated = {1, 1};
+  EXPECT_EQ(sampler.Sample(logits, p, {{}, generated}, 0).token, 1);
+  p.frequency_penalty = 0.5f;  // 1.5 - 1.0 = 0.5 < 1.0
+  EXPECT_EQ(sampler.Sample(logits, p, {{}, generated}, 0).token, 0);
+  p.frequency_penalty = 0.0f;
+  p.repetition_penalty = 2.0f;  // 1.5 / 2 = 0.75 < 1.0
+  EXPECT_EQ(sampler.Sample(logits, p, {{}, generated}, 0).token, 0);
+}
+
+TEST(SamplerTest, TemperatureScalesLogits) {
+  Sampler sampler(3);
+  std::vector<float> logits = LogitsFor({1.0 / 7, 2.0 / 7, 4.0 / 7});
+  auto dist = sampler.Distribution(logits, Params(1.0f), {});
+  ASSERT_EQ(Tokens(dist), (std::vector<int32_t>{2, 1, 0}));
+  EXPECT_NEAR(dist[0].prob, 4.0 / 7, 1e-6);
+  EXPECT_NEAR(dist[2].prob, 1.0 / 7, 1e-6);
+  dist = sampler.Distribution(logits, Params(0.5f), {});  // squares the odds: 1 : 4 : 16
+  EXPECT_NEAR(dist[0].prob, 16.0 / 21, 1e-6);
+  EXPECT_NEAR(dist[1].prob, 4.0 / 21, 1e-6);
+  EXPECT_NEAR(dist[2].prob, 1.0 / 21, 1e-6);
+}
+
+TEST(SamplerTest, TopKKeepsKMostLikely) {
+  Sampler sampler(5);
+  std::vector<float> logits = {1.0f, 4.0f, 2.0f, 3.0f, 3.0f};
+  SamplingParams p;
+  p.top_k = 2;
+  auto dist = sampler.Distribution(logits, p, {});
+  EXPECT_EQ(Tokens(dist), (std::vector<int32_t>{1, 3}));  // tie 3/4 goes to the lower id
+  EXPECT_NEAR(dist[0].prob, 1.0 / (1.0 + std::exp(-1.0)), 1e-6);
+  for (int32_t off : {0, -1}) {
+    p.top_k = off;
+    EXPECT_EQ(sampler.Distribution(logits, p, {}).size(), 5u);
+  }
+}
+
+TEST(SamplerTest, TopPKeepsSmallestSetReachingP) {
+  Sampler sampler(3);
+  std::vector<float> logits = LogitsFor({0.2, 0.5, 0.3});
+  SamplingParams p;
+  p.top_p = 0.75f;  // masses before: 0, 0.5, 0.8
+  auto dist = sampler.Distribution(logits, p, {});
+  ASSERT_EQ(Tokens(dist), (std::vector<int32_t>{1, 2}));
+  EXPECT_NEAR(dist[0].prob, 0.625, 1e-6);
+  EXPECT_NEAR(dist[1].prob, 0.375, 1e-6);
+  p.top_p = 0.4f;
+  EXPECT_EQ(Tokens(sampler.Distribution(logits, p, {})), (std::vector<int32_t>{1}));
+  p.top_p = 0.85f;
+  EXPECT_EQ(sampler.Distribution(logits, p, {}).size(), 3u);
+}
+
+TEST(SamplerTest, TopPAppliesAfterTopK) {
+  Sampler sampler(4);
+  std::vector<float> logits = LogitsFor({0.4, 0.3, 0.2, 0.1});
+  SamplingParams p;
+  p.top_p = 0.5f;  // alone: keeps 0.4 and 0.3
+  EXPECT_EQ(Tokens(sampler.Distribution(logits, p, {})), (std::vector<int32_t>{0, 1}));
+  p.top_k = 2;  // renormalised 0.571, 0.429: the first alone reaches 0.5
+  EXPECT_EQ(Tokens(sampler.Distribution(logits, p, {})), (std::vector<int32_t>{0}));
+}
+
+TEST(SamplerTest, MinPDropsUnlikelyTokens) {
+  Sampler sampler(4);
+  std::vector<float> logits = LogitsFor({0.5, 0.3, 0.15, 0.05});
+  SamplingParams p;
+  p.min_p = 0.2f;  // threshold 0.2 * 0.5 = 0.1
+  auto dist = sampler.Distribution(logits, p, {});
+  ASSERT_EQ(Tokens(dist), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_NEAR(dist[0].prob, 0.5 / 0.95, 1e-6);
+  p.min_p = 1.0f;
+  EXPECT_EQ(Tokens(sampler.Distribution(logits, p, {})), (std::vector<int32_t>{0}));
+}
+
+TEST(SamplerTest, MaskedAndNanLogitsAreNeverSampled) {
+  Sampler sampler(4);
+  std::vector<float> logits = {0.0f, -kInf, NAN, 0.0f};
+  for (int64_t pos = 0; pos < 200; ++pos) {
+    std::vector<int32_t> prompt(pos, 0);
+    int32_t t = sampler.Sample(logits, Params(1.0f), {prompt, {}}, 7).token;
+    EXPECT_TRUE(t == 0 || t == 3) << t;
+  }
+}
+
+TEST(SamplerTest, SameSeedAndPositionSameToken) {
+  const int32_t vocab = 100;
+  std::vector<float> logits(vocab, 0.0f);  // uniform
+  Sampler a(vocab);
+  Sampler b(vocab);
+  std::vector<int32_t> prompt = {1, 2, 3};
+  std::set<int32_t> distinct;
+  std::vector<int32_t> generated;
+  for (int i = 0; i < 200; ++i) {
+    int32_t t = a.Sample(logits, Params(1.0f), {prompt, generated}, 42).token;
+    // A different sampler, after unrelated calls, gives the same token.
+    (void)b.Sample(logits, Params(0.7f), {{}, generated}, 1234);
+    EXPECT_EQ(b.Sample(logits, Params(1.0f), {prompt, generated}, 42).token, t);
+    distinct.insert(t);
+    generated.push_back(t);
+  }
+  EXPECT_GT(distinct.size(), 70u);  // positions give different draws
+  // Another seed gives another stream.
+  int differences = 0;
+  generated.clear();
+  for (int i = 0; i < 50; ++i) {
+    int32_t t = a.Sample(logits, Params(1.0f), {prompt, generated}, 42).token;
+    differences += t != a.Sample(logits, Params(1.0f), {prompt, generated}, 43).token;
+    generated.push_back(t);
+  }
+  EXPECT_GT(differences, 40);
+}
+
+TEST(SamplerTest, DrawDependsOnPositionNotHistoryContent) {
+  std::vector<float> logits(50, 0.0f);
+  Sampler sampler(50);
+  std::vector<int32_t> h1 = {1, 2, 3, 4};
+  std::vector<int32_t> h2 = {9, 8};
+  std::vector<int32_t> h3 = {7, 7};
+  // Same seed, same position 4, no penalties: same token however the history splits.
+  int32_t t1 = sampler.Sample(logits, Params(1.0f), {h1, {}}, 5).token;
+  int32_t t2 = sampler.Sample(logits, Params(1.0f), {h2, h3}, 5).token;
+  EXPECT_EQ(t1, t2);
+}
+
+TEST(SamplerTest, FrequenciesMatchDistribution) {
+  const std::vector<double> probs = {0.5, 0.25, 0.15, 0.1};
+  std::vector<float> logits = LogitsFor(probs);
+  Sampler sampler(4);
+  const int kDraws = 20000;
+  std::vector<int> counts(4, 0);
+  std::vector<int32_t> prompt(kDraws, 0);
+  for (int i = 0; i < kDraws; ++i) {
+    std::span<const int32_t> history(prompt.data(), i);  // position i
+    ++counts[sampler.Sample(logits, Params(1.0f), {history, {}}, 2024).token];
+  }
+  for (int t = 0; t < 4; ++t) {
+    const double sigma = std::sqrt(probs[t] * (1 - probs[t]) / kDraws);
+    EXPECT_NEAR(counts[t] / double(kDraws), probs[t], 4 * sigma) << "token " << t;
+  }
+}
+
+TEST(SamplerTest, RawLogprobs) {
+  Sampler sampler(4);
+  std::vector<float> logits = LogitsFor({0.1, 0.4, 0.4, 0.1});
+  SamplingParams p = Params(0.0f);
+  p.logprobs = 3;
+  p.repetition_penalty = 1.5f;  // does not change reported logprobs
+  std::vector<int32_t> generated = {1};
+  SampleResult r = sampler.Sample(logits, p, {{}, generated}, 0);
+  EXPECT_EQ(r.token, 2);  // 1 was penalised
+  EXPECT_NEAR(r.logprob, std::log(0.4), 1e-6);
+  ASSERT_EQ(r.top_logprobs.size(), 3u);
+  EXPECT_EQ(r.top_logprobs[0].token, 1);
+  EXPECT_EQ(r.top_logprobs[1].token, 2);
+  EXPECT_EQ(r.top_logprobs[2].token, 0);
+  EXPECT_NEAR(r.top_logprobs[2].logprob, std::log(0.1), 1e-6);
+  p.logprobs = 0;
+  EXPECT_TRUE(sampler.Sample(logits, p, {}, 0).top_logprobs.empty());
+  p.logprobs.reset();
+  p.temperature = 0.3f;  // temperature does not change reported logprobs either
+  SampleResult s = sampler.Sample(logits, p, {}, 9);
+  EXPECT_NEAR(s.logprob, std::log(s.token == 1 || s.token == 2 ? 0.4 : 0.1), 1e-6);
+}
+
+TEST(RngTest, UniformIsPureAndInRange) {
+  double sum = 0.0;
+  for (int64_t pos = 0; pos < 100000; ++pos) {
+    double u = UniformDouble(77, pos);
+    ASSERT_GE(u, 0.0);
+    ASSERT_LT(u, 1.0);
+    sum += u;
+  }
+  EXPECT_NEAR(sum / 100000, 0.5, 0.005);
+  EXPECT_EQ(UniformDouble(1, 2), UniformDouble(1, 2));
+  EXPECT_NE(UniformDouble(1, 2), UniformDouble(2, 1));
+  EXPECT_NE(RandomBits(0, 0), RandomBits(0, 1));
+}
+
+TEST(RngTest, ResolveSeed) {
+  EXPECT_EQ(ResolveSeed(123, "req-1"), 123u);
+  EXPECT_EQ(ResolveSeed(std::nullopt, "req-1"), ResolveSeed(std::nullopt, "req-1"));
+  EXPECT_NE(ResolveSeed(std::nullopt, "req-1"), ResolveSeed(std::nullopt, "req-2"));
+}
+
+TEST(SamplingParamsTest, ValidateRejectsOutOfRange) {
+  EXPECT_TRUE(SamplingParams{}.Validate().ok());
+  auto bad = [](auto mutate, const char* field) {
+    SamplingParams p;
+    mutate(p);
+    Status s = p.Validate();
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << field;
+    EXPECT_NE(s.message().find(field), std::string::npos) << s.message();
+  };
+  bad([](SamplingParams& p) { p.temperature = -0.1f; }, "temperature");
+  bad([](SamplingParams& p) { p.temperature = NAN; }, "temperature");
+  bad([](SamplingParams& p) { p.top_p = 0.0f; }, "top_p");
+  bad([](SamplingParams& p) { p.top_p = 1.5f; }, "top_p");
+  bad([](SamplingParams& p) { p.top_k = -2; }, "top_k");
+  bad([](SamplingParams& p) { p.min_p = 1.1f; }, "min_p");
+  bad([](SamplingParams& p) { p.presence_penalty = 2.5f; }, "presence_penalty");
+  bad([](SamplingParams& p) { p.frequency_penalty = -3.0f; }, "frequency_penalty");
+  bad([](SamplingParams& p) { p.repetition_penalty = 0.0f; }, "repetition_penalty");
+  bad([](SamplingParams& p) { p.max_tokens = 0; }, "max_tokens");
+  bad([](SamplingParams& p) { p.logprobs = 21; }, "logprobs");
+  bad([](SamplingParams& p) { p.stop_token_ids = {3, -1}; }, "stop_token_ids");
+  SamplingParams ok;
+  ok.temperature = 0.0f;
+  ok.top_k = -1;
+  ok.logprobs = 20;
+  EXPECT_TRUE(ok.Validate().ok());
+}
+
+TEST(SamplingParamsTest, CheckFinish) {
+  SamplingParams p;
+  p.stop_token_ids = {7};
+  p.max_tokens = 3;
+  EXPECT_EQ(CheckFinish(p, 5, 1, 2), std::nullopt);
+  EXPECT_EQ(CheckFinish(p, 2, 1, 2), FinishReason::kStop);
+  EXPECT_EQ(CheckFinish(p, 7, 1, 2), FinishReason::kStop);
+  EXPECT_EQ(CheckFinish(p, 5, 3, 2), FinishReason::kLength);
+  p.ignore_eos = true;
+  EXPECT_EQ(CheckFinish(p, 2, 1, 2), std::nullopt);
+}
+
+}  // namespace
+}  // namespace kvserve::sampling
