@@ -52,6 +52,13 @@ Result<double> AsFloat(std::string_view key, const Value& v) {
   return WrongType(key, v, "a number");
 }
 
+// The value of a present key, or NotFound.
+Result<const Value*> Present(const GgufFile& f, std::string_view key) {
+  const Value* v = f.Find(key);
+  if (v == nullptr) return NotFound(fmt::format("metadata key '{}' is absent", key));
+  return v;
+}
+
 Result<const Array*> AsArray(std::string_view key, const Value& v) {
   if (const auto* a = std::get_if<Array>(&v.data)) return a;
   return WrongType(key, v, "an array");
@@ -130,35 +137,30 @@ const TensorInfo* GgufFile::FindTensor(std::string_view name) const {
   return nullptr;
 }
 
-// The present value for `key`, or NotFound.
-#define KV_FIND_OR_RETURN(v, key) \
-  const Value* v = Find(key);     \
-  if (v == nullptr) return NotFound(fmt::format("metadata key '{}' is absent", key))
-
 Result<std::string> GgufFile::GetString(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   if (const auto* s = std::get_if<std::string>(&v->data)) return *s;
   return WrongType(key, *v, "string");
 }
 
 Result<int64_t> GgufFile::GetInt(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   return AsInt(key, *v);
 }
 
 Result<double> GgufFile::GetFloat(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   return AsFloat(key, *v);
 }
 
 Result<bool> GgufFile::GetBool(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   if (const auto* b = std::get_if<bool>(&v->data)) return *b;
   return WrongType(key, *v, "bool");
 }
 
 Result<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
   if (a->element_type != ValueType::kString) return WrongType(key, *v, "an array of strings");
   std::vector<std::string> out;
@@ -168,7 +170,7 @@ Result<std::vector<std::string>> GgufFile::GetStringArray(std::string_view key) 
 }
 
 Result<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
   std::vector<double> out;
   out.reserve(a->elements.size());
@@ -183,7 +185,7 @@ Result<std::vector<double>> GgufFile::GetFloatArray(std::string_view key) const 
 }
 
 Result<std::vector<int64_t>> GgufFile::GetIntArray(std::string_view key) const {
-  KV_FIND_OR_RETURN(v, key);
+  KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
   KV_ASSIGN_OR_RETURN(const Array* a, AsArray(key, *v));
   if (!IsInteger(a->element_type)) return WrongType(key, *v, "an array of integers");
   std::vector<int64_t> out;

@@ -153,17 +153,18 @@ void DequantizeFp8E8M0(const uint8_t* y, float* x, int64_t n) {
   }
 }
 
-// Packs `elems` FP4 codes of x / s (s != 0), element 2i low nibble of byte i, 2i+1 high.
-void PackFp4(const float* x, float inv_s, int elems, uint8_t* out) {
-  for (int i = 0; i < elems / 2; ++i) {
-    const uint8_t lo = F32ToE2M1(x[2 * i] * inv_s);
-    const uint8_t hi = F32ToE2M1(x[2 * i + 1] * inv_s);
+// Packs `elems` FP4 codes of x / s (s != 0): element 2i in the low nibble of byte i, 2i+1
+// in the high nibble.
+void PackFp4(const float* x, float s, int64_t elems, uint8_t* out) {
+  for (int64_t i = 0; i < elems / 2; ++i) {
+    const uint8_t lo = F32ToE2M1(x[2 * i] / s);
+    const uint8_t hi = F32ToE2M1(x[2 * i + 1] / s);
     out[i] = static_cast<uint8_t>(lo | (hi << 4));
   }
 }
 
-void UnpackFp4(const uint8_t* in, float s, int elems, float* x) {
-  for (int i = 0; i < elems / 2; ++i) {
+void UnpackFp4(const uint8_t* in, float s, int64_t elems, float* x) {
+  for (int64_t i = 0; i < elems / 2; ++i) {
     x[2 * i] = s * E2M1ToF32(in[i] & 0x0F);
     x[2 * i + 1] = s * E2M1ToF32(in[i] >> 4);
   }
@@ -178,8 +179,7 @@ void QuantizeFp4E8M0(const float* x, uint8_t* y, int64_t n) {
       continue;
     }
     y[0] = PowerOfTwoScale(*amax, kE2M1Max);
-    // 1/s = 2^-k is exact, so x * (1/s) == x / s.
-    PackFp4(x, std::ldexp(1.0f, 127 - static_cast<int>(y[0])), 32, y + 1);
+    PackFp4(x, E8M0ToF32(y[0]), 32, y + 1);
   }
 }
 
@@ -199,12 +199,7 @@ void QuantizeFp4E4M3(const float* x, uint8_t* y, int64_t n) {
     uint8_t scale = F32ToE4M3(*amax / kE2M1Max);
     if (scale == 0) scale = 1;  // smallest subnormal 2^-9 rather than flushing the block
     y[0] = scale;
-    const float s = E4M3ToF32(scale);
-    for (int i = 0; i < 8; ++i) {
-      const uint8_t lo = F32ToE2M1(x[2 * i] / s);
-      const uint8_t hi = F32ToE2M1(x[2 * i + 1] / s);
-      y[1 + i] = static_cast<uint8_t>(lo | (hi << 4));
-    }
+    PackFp4(x, E4M3ToF32(scale), 16, y + 1);
   }
 }
 
@@ -300,24 +295,12 @@ uint8_t F32ToE2M1(float f) {
   if (std::isnan(f)) return 0;  // E2M1 has no NaN
   const uint8_t sign = std::signbit(f) ? 0x8 : 0x0;
   const float a = std::fabs(f);
-  // Midpoints between neighbours; a tie goes to the even code (0, 2, 4, 6).
-  uint8_t code;
-  if (a <= 0.25f)
-    code = 0;
-  else if (a < 0.75f)
-    code = 1;
-  else if (a <= 1.25f)
-    code = 2;
-  else if (a < 1.75f)
-    code = 3;
-  else if (a <= 2.5f)
-    code = 4;
-  else if (a < 3.5f)
-    code = 5;
-  else if (a <= 5.0f)
-    code = 6;
-  else
-    code = 7;
+  // kMidpoints[c] lies between codes c and c + 1; a tie goes to the even code (0, 2, 4, 6).
+  static constexpr float kMidpoints[7] = {0.25f, 0.75f, 1.25f, 1.75f, 2.5f, 3.5f, 5.0f};
+  uint8_t code = 0;
+  while (code < 7 && (a > kMidpoints[code] || (a == kMidpoints[code] && code % 2 == 1))) {
+    ++code;
+  }
   return sign | code;
 }
 
