@@ -61,13 +61,26 @@ void BM_HashBlocks(benchmark::State& state) {
 }
 BENCHMARK(BM_HashBlocks)->Unit(benchmark::kMillisecond);
 
+// Computes `prompt` in 2048-token chunks (the sliding pool is sized for that chunk), caches
+// its blocks and frees it: every block stays cached in the free queue.
+void Prefill(KvCacheManager& m, const std::vector<TokenId>& prompt) {
+  constexpr int64_t kChunk = 2048;
+  const int64_t len = static_cast<int64_t>(prompt.size());
+  CHECK(m.AllocateNew(1, m.FindLongestCachedPrefix(prompt, ""), kChunk).has_value());
+  m.CacheFullBlocks(1, prompt, kChunk);
+  for (int64_t c = kChunk; c < len; c += kChunk) {
+    const int64_t n = std::min(kChunk, len - c);
+    CHECK(m.AllocateSlots(1, c, n).has_value());
+    m.CacheFullBlocks(1, prompt, c + n);
+  }
+  m.Free(1);
+}
+
 void BM_PrefixLookup(benchmark::State& state) {
   const bool hybrid = state.range(0) != 0;
   auto m = BenchManager(hybrid);
   const std::vector<TokenId> prompt = Prompt();
-  CHECK(m->AllocateNew(1, m->FindLongestCachedPrefix(prompt, ""), kTokens + 1).has_value());
-  m->CacheFullBlocks(1, prompt, kTokens + 1);
-  m->Free(1);
+  Prefill(*m, prompt);
   for (auto _ : state) {
     PrefixHit hit = m->FindLongestCachedPrefix(prompt, "");
     CHECK_EQ(hit.num_cached_tokens, kTokens);
@@ -80,8 +93,10 @@ BENCHMARK(BM_PrefixLookup)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_AllocatePrefill(benchmark::State& state) {
   auto m = BenchManager(false);
+  PrefixHit empty;
+  empty.blocks_per_group.resize(1);
   for (auto _ : state) {
-    CHECK(m->AllocateNew(1, PrefixHit{.blocks_per_group = {{}}}, kTokens).has_value());
+    CHECK(m->AllocateNew(1, empty, kTokens).has_value());
     m->Free(1);
   }
   state.SetItemsProcessed(state.iterations() * kTokens);
@@ -91,7 +106,8 @@ BENCHMARK(BM_AllocatePrefill)->Unit(benchmark::kMillisecond);
 void BM_AllocateDecode(benchmark::State& state) {
   const bool hybrid = state.range(0) != 0;
   auto m = BenchManager(hybrid);
-  const PrefixHit empty{.blocks_per_group = std::vector<std::vector<BlockId>>(m->num_groups())};
+  PrefixHit empty;
+  empty.blocks_per_group.resize(m->num_groups());
   for (auto _ : state) {
     CHECK(m->AllocateNew(1, empty, 1).has_value());
     for (int64_t c = 1; c < kTokens; ++c) CHECK(m->AllocateSlots(1, c, 1).has_value());
@@ -104,3 +120,5 @@ BENCHMARK(BM_AllocateDecode)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace kvserve::kv
+
+BENCHMARK_MAIN();

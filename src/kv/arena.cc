@@ -7,7 +7,9 @@
 
 namespace kvserve::kv {
 
-void KvArena::FreeDeleter::operator()(std::byte* p) const { std::free(p); }
+void KvArena::FreeDeleter::operator()(std::byte* p) const {
+  std::free(p);
+}
 
 KvArena::KvArena(int64_t block_bytes, int64_t num_blocks, bool allocate_memory)
     : block_bytes_(block_bytes), num_blocks_(num_blocks) {
@@ -78,12 +80,12 @@ tensor::PagedLatentView MakeLatentView(const KvCacheConfig& config, int group,
   view.index_elems = spec->index_key_dim;
   view.layers.resize(config.num_layers);
   const size_t entries = static_cast<size_t>(EntriesPerBlock(*spec, config.block_size));
-  const size_t latent_row = static_cast<size_t>(tensor::RowBytes(spec->latent_dtype,
-                                                                 spec->latent_dim));
-  const size_t index_row = spec->index_key_dim > 0
-                               ? static_cast<size_t>(tensor::RowBytes(spec->index_dtype,
-                                                                      spec->index_key_dim))
-                               : 0;
+  const size_t latent_row =
+      static_cast<size_t>(tensor::RowBytes(spec->latent_dtype, spec->latent_dim));
+  const size_t index_row =
+      spec->index_key_dim > 0
+          ? static_cast<size_t>(tensor::RowBytes(spec->index_dtype, spec->index_key_dim))
+          : 0;
   const size_t layer_page = static_cast<size_t>(PageSizeBytes(g.spec, config.block_size));
   std::byte* base = arena.data();
   CHECK(base != nullptr) << "arena has no memory";

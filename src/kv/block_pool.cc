@@ -136,8 +136,8 @@ Status BlockPool::CheckIntegrity() const {
     }
   }
   if (num_hashed != hash_to_block_.size()) {
-    return Internal(fmt::format("{} hashed blocks, {} map entries", num_hashed,
-                                hash_to_block_.size()));
+    return Internal(
+        fmt::format("{} hashed blocks, {} map entries", num_hashed, hash_to_block_.size()));
   }
   return Status::Ok();
 }

@@ -12,7 +12,9 @@
 namespace kvserve::kv {
 namespace {
 
-bool IsSliding(const KvLayoutSpec& spec) { return std::holds_alternative<SlidingWindow>(spec); }
+bool IsSliding(const KvLayoutSpec& spec) {
+  return std::holds_alternative<SlidingWindow>(spec);
+}
 
 Status ValidateGroupLayers(const KvCacheConfig& config, std::vector<int>& owner_count) {
   for (size_t g = 0; g < config.groups.size(); ++g) {
@@ -20,8 +22,8 @@ Status ValidateGroupLayers(const KvCacheConfig& config, std::vector<int>& owner_
     if (group.layers.empty()) return InvalidArgument(fmt::format("KV group {} has no layers", g));
     auto mark = [&](int layer) -> Status {
       if (layer < 0 || layer >= config.num_layers) {
-        return InvalidArgument(fmt::format("KV group {}: layer {} out of range [0, {})", g,
-                                           layer, config.num_layers));
+        return InvalidArgument(
+            fmt::format("KV group {}: layer {} out of range [0, {})", g, layer, config.num_layers));
       }
       ++owner_count[layer];
       return Status::Ok();
@@ -31,9 +33,10 @@ Status ValidateGroupLayers(const KvCacheConfig& config, std::vector<int>& owner_
       KV_RETURN_IF_ERROR(mark(r.layer));
       if (std::find(group.layers.begin(), group.layers.end(), r.source_layer) ==
           group.layers.end()) {
-        return InvalidArgument(fmt::format("KV group {}: reader layer {} reads layer {}, "
-                                           "which is not a writer of the group",
-                                           g, r.layer, r.source_layer));
+        return InvalidArgument(
+            fmt::format("KV group {}: reader layer {} reads layer {}, "
+                        "which is not a writer of the group",
+                        g, r.layer, r.source_layer));
       }
     }
   }
@@ -54,8 +57,8 @@ Status ValidateConfig(const KvCacheConfig& config) {
   KV_RETURN_IF_ERROR(ValidateGroupLayers(config, owner_count));
   for (int layer = 0; layer < config.num_layers; ++layer) {
     if (owner_count[layer] != 1) {
-      return InvalidArgument(fmt::format("KV config: layer {} appears in {} groups (want 1)",
-                                         layer, owner_count[layer]));
+      return InvalidArgument(fmt::format("KV config: layer {} appears in {} groups (want 1)", layer,
+                                         owner_count[layer]));
     }
   }
   return Status::Ok();
@@ -74,9 +77,8 @@ Result<KvCapacity> ComputeCapacity(const KvCacheConfig& config, uint64_t budget_
   for (size_t g = 0; g < config.groups.size(); ++g) {
     GroupCapacity gc;
     gc.block_bytes = GroupBlockBytes(config, static_cast<int>(g));
-    gc.max_blocks_per_request =
-        MaxBlocksPerRequest(config.groups[g].spec, config.block_size, config.max_model_len,
-                            config.max_chunk_tokens);
+    gc.max_blocks_per_request = MaxBlocksPerRequest(config.groups[g].spec, config.block_size,
+                                                    config.max_model_len, config.max_chunk_tokens);
     gc.bytes_per_token = ComputeBytesPerToken(config.groups[g].spec,
                                               static_cast<int>(config.groups[g].layers.size()));
     request_bytes += static_cast<unsigned __int128>(gc.max_blocks_per_request) * gc.block_bytes;
@@ -104,12 +106,11 @@ Result<KvCapacity> ComputeCapacity(const KvCacheConfig& config, uint64_t budget_
     int64_t& slot = IsSliding(config.groups[g].spec) ? min_sliding_tokens : min_tokens;
     slot = std::min(slot, tokens);
   }
-  cap.num_tokens = min_tokens != std::numeric_limits<int64_t>::max() ? min_tokens
-                                                                      : min_sliding_tokens;
+  cap.num_tokens =
+      min_tokens != std::numeric_limits<int64_t>::max() ? min_tokens : min_sliding_tokens;
   cap.formula = fmt::format(
       "({} B budget - {} B null blocks) / {} B per request of {} tokens = {:.2f}", budget_bytes,
-      null_bytes, static_cast<uint64_t>(request_bytes), config.max_model_len,
-      cap.max_concurrency);
+      null_bytes, static_cast<uint64_t>(request_bytes), config.max_model_len, cap.max_concurrency);
   return cap;
 }
 
@@ -127,8 +128,8 @@ std::vector<std::string> FormatCapacityReport(const KvCacheConfig& config,
   }
   lines.push_back(fmt::format("KV bytes per token: {:g} B; arenas: {}", capacity.bytes_per_token,
                               FormatBytes(capacity.total_arena_bytes)));
-  lines.push_back(fmt::format("KV cache: {} tokens (block size {})", capacity.num_tokens,
-                              config.block_size));
+  lines.push_back(
+      fmt::format("KV cache: {} tokens (block size {})", capacity.num_tokens, config.block_size));
   lines.push_back(fmt::format("max concurrency at max-model-len {}: {:.2f} ({})",
                               config.max_model_len, capacity.max_concurrency, capacity.formula));
   return lines;
@@ -142,8 +143,8 @@ Result<tensor::DType> ParseKvCacheDType(std::string_view flag, tensor::DType mod
   if (flag == "f32" || flag == "f16" || flag == "bf16" || flag == "q8_0") {
     return *tensor::DTypeFromName(flag);
   }
-  return InvalidArgument(fmt::format(
-      "--kv-cache-dtype '{}': expected auto, f32, f16, bf16, q8_0, fp8 or fp4", flag));
+  return InvalidArgument(
+      fmt::format("--kv-cache-dtype '{}': expected auto, f32, f16, bf16, q8_0, fp8 or fp4", flag));
 }
 
 Status ValidateBlockSize(int block_size) {

@@ -36,13 +36,13 @@ struct KvReader {
 
 struct KvCacheGroup {
   KvLayoutSpec spec;
-  std::vector<int> layers;         // writers: each owns one page per block in this group
-  std::vector<KvReader> readers;   // readers: source_layer must be in `layers`
+  std::vector<int> layers;        // writers: each owns one page per block in this group
+  std::vector<KvReader> readers;  // readers: source_layer must be in `layers`
 };
 
 struct KvCacheConfig {
-  int num_layers = 0;      // model layers; every layer id is in [0, num_layers)
-  int block_size = 16;     // tokens per block
+  int num_layers = 0;   // model layers; every layer id is in [0, num_layers)
+  int block_size = 16;  // tokens per block
   std::vector<KvCacheGroup> groups;
   int64_t max_model_len = 0;
   int64_t max_chunk_tokens = 0;  // largest prefill chunk (--max-num-batched-tokens); 0: whole
@@ -56,20 +56,20 @@ Status ValidateConfig(const KvCacheConfig& config);
 int64_t GroupBlockBytes(const KvCacheConfig& config, int group);
 
 struct GroupCapacity {
-  int64_t num_blocks = 0;          // including the reserved null block
-  int64_t block_bytes = 0;         // arena bytes per block (all writer layers)
-  int64_t arena_bytes = 0;         // num_blocks * block_bytes
+  int64_t num_blocks = 0;   // including the reserved null block
+  int64_t block_bytes = 0;  // arena bytes per block (all writer layers)
+  int64_t arena_bytes = 0;  // num_blocks * block_bytes
   int64_t max_blocks_per_request = 0;
-  BytesPerToken bytes_per_token;   // all writer layers of the group
+  BytesPerToken bytes_per_token;  // all writer layers of the group
 };
 
 struct KvCapacity {
   std::vector<GroupCapacity> groups;
-  int64_t total_arena_bytes = 0;   // <= budget
-  double bytes_per_token = 0;      // sum over groups (sliding groups count every token)
-  int64_t num_tokens = 0;          // tokens the non-sliding groups can hold (or sliding if only)
-  double max_concurrency = 0;      // requests of max_model_len that fit at once
-  std::string formula;             // how max_concurrency was computed
+  int64_t total_arena_bytes = 0;  // <= budget
+  double bytes_per_token = 0;     // sum over groups (sliding groups count every token)
+  int64_t num_tokens = 0;         // tokens the non-sliding groups can hold (or sliding if only)
+  double max_concurrency = 0;     // requests of max_model_len that fit at once
+  std::string formula;            // how max_concurrency was computed
 };
 
 // The capacity for a budget. InvalidArgument for a bad config or a budget that cannot hold

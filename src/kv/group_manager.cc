@@ -37,7 +37,8 @@ void GroupManager::AddHitBlocks(RequestId id, std::span<const BlockId> hit_block
 std::vector<BlockId> GroupManager::AllocateTo(RequestId id, int64_t total_tokens) {
   std::vector<BlockId>& table = tables_[id];
   progress_.try_emplace(id);
-  const int64_t n = std::max<int64_t>(0, CeilBlocks(total_tokens) - static_cast<int64_t>(table.size()));
+  const int64_t n =
+      std::max<int64_t>(0, CeilBlocks(total_tokens) - static_cast<int64_t>(table.size()));
   std::optional<std::vector<BlockId>> fresh = pool_->Allocate(static_cast<int32_t>(n));
   CHECK(fresh.has_value()) << "AllocateTo without enough free blocks";
   table.insert(table.end(), fresh->begin(), fresh->end());
@@ -49,8 +50,8 @@ void GroupManager::RemoveSkippedBlocks(RequestId id, int64_t num_computed_tokens
   if (it == tables_.end()) return;
   std::vector<BlockId>& table = it->second;
   Progress& p = progress_[id];
-  const int64_t end = std::min<int64_t>(NumSkippedBlocks(num_computed_tokens),
-                                        static_cast<int64_t>(table.size()));
+  const int64_t end =
+      std::min<int64_t>(NumSkippedBlocks(num_computed_tokens), static_cast<int64_t>(table.size()));
   for (int64_t i = end - 1; i >= p.num_skipped; --i) {  // last first, like Free
     pool_->Free(std::span<const BlockId>(&table[i], 1));
     table[i] = kNullBlock;

@@ -34,8 +34,7 @@ class GroupManager {
 
   // The largest k <= max_blocks such that a prefix of k blocks is a hit for this group.
   // Does not change any state.
-  virtual int64_t LongestHitBlocks(std::span<const BlockHash> hashes,
-                                   int64_t max_blocks) const = 0;
+  virtual int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const = 0;
   // The table entries [0, k) for a hit of k blocks (kNullBlock where the group needs
   // nothing). note: k must be a hit.
   virtual std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k) const = 0;
@@ -57,8 +56,7 @@ class GroupManager {
   void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks);
   // The child shares the parent's blocks covering [0, num_tokens) (references added), except
   // a partial last block, which `copy_to` (allocated by the caller) replaces.
-  void Fork(RequestId parent, RequestId child, int64_t num_tokens,
-            std::optional<BlockId> copy_to);
+  void Fork(RequestId parent, RequestId child, int64_t num_tokens, std::optional<BlockId> copy_to);
   // Drops the request's references, last block first.
   void Free(RequestId id);
 

@@ -14,11 +14,15 @@ namespace {
 constexpr uint64_t kRootSeed = 0x6b76736572766531ULL;  // "kvserve1"
 constexpr uint8_t kSaltTag = 0x01;
 
-BlockHash FromXxh(const XXH128_hash_t& h) { return BlockHash{h.low64, h.high64}; }
+BlockHash FromXxh(const XXH128_hash_t& h) {
+  return BlockHash{h.low64, h.high64};
+}
 
 }  // namespace
 
-std::string BlockHash::ToHex() const { return fmt::format("{:016x}{:016x}", high, low); }
+std::string BlockHash::ToHex() const {
+  return fmt::format("{:016x}{:016x}", high, low);
+}
 
 std::string ModelFingerprint::ToString() const {
   return fmt::format("kvserve-kv-v1|arch={}|weights={}|kv={}|block={}", arch, weights_digest,

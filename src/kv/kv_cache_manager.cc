@@ -20,8 +20,7 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
         std::make_unique<KvArena>(gc.block_bytes, gc.num_blocks, options_.allocate_memory);
     group.pool = std::make_unique<BlockPool>(static_cast<int32_t>(gc.num_blocks),
                                              options_.enable_prefix_caching);
-    group.manager =
-        MakeGroupManager(config_.groups[g].spec, config_.block_size, group.pool.get());
+    group.manager = MakeGroupManager(config_.groups[g].spec, config_.block_size, group.pool.get());
     groups_.push_back(std::move(group));
   }
 }
@@ -38,8 +37,7 @@ Result<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
     return InvalidArgument(fmt::format("fingerprint block size {} != config block size {}",
                                        options.fingerprint.block_size, config.block_size));
   }
-  return std::unique_ptr<KvCacheManager>(
-      new KvCacheManager(config, std::move(capacity), options));
+  return std::unique_ptr<KvCacheManager>(new KvCacheManager(config, std::move(capacity), options));
 }
 
 // Each group lowers L to the longest prefix it can serve; full and latent groups accept any
@@ -188,10 +186,9 @@ void KvCacheManager::SetEvictionCallback(GroupEvictionCallback callback) {
       groups_[g].pool->SetEvictionCallback(nullptr);
       continue;
     }
-    groups_[g].pool->SetEvictionCallback(
-        [callback, g](BlockId block, const BlockHash& hash) {
-          callback(static_cast<int>(g), block, hash);
-        });
+    groups_[g].pool->SetEvictionCallback([callback, g](BlockId block, const BlockHash& hash) {
+      callback(static_cast<int>(g), block, hash);
+    });
   }
 }
 

@@ -65,8 +65,7 @@ struct KvCacheManagerOptions {
 };
 
 // (group, block, hash) of a cached block about to be reused.
-using GroupEvictionCallback =
-    std::function<void(int group, BlockId block, const BlockHash& hash)>;
+using GroupEvictionCallback = std::function<void(int group, BlockId block, const BlockHash& hash)>;
 
 class KvCacheManager {
  public:

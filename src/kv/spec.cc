@@ -17,10 +17,14 @@ struct Overloaded : Ts... {
   using Ts::operator()...;
 };
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t CeilDiv(int64_t a, int64_t b) {
+  return (a + b - 1) / b;
+}
 
 // Rows per token per layer for full / sliding specs.
-int RowsPerToken(bool shared_kv) { return shared_kv ? 1 : 2; }
+int RowsPerToken(bool shared_kv) {
+  return shared_kv ? 1 : 2;
+}
 
 // The row formula of a full / sliding layer for reports:
 // plain types: "4 kv heads x 8 dims x 4 B"; block types: "row(q8_0, 4 kv heads x 8 dims) 34 B".
@@ -29,17 +33,17 @@ std::string RowFormula(int heads, int dim, DType dtype) {
     return fmt::format("{} kv heads x {} dims x {} B", heads, dim, tensor::BlockBytes(dtype));
   }
   return fmt::format("{} B ({} row of {} kv heads x {} dims)",
-                     tensor::RowBytes(dtype, int64_t{heads} * dim), tensor::DTypeName(dtype),
-                     heads, dim);
+                     tensor::RowBytes(dtype, int64_t{heads} * dim), tensor::DTypeName(dtype), heads,
+                     dim);
 }
 
 Status ValidateRow(const char* what, int64_t elems, DType dtype) {
   if (elems <= 0) return InvalidArgument(fmt::format("{}: row length must be positive", what));
   if (!tensor::IsValidRowLength(dtype, elems)) {
-    return InvalidArgument(fmt::format("{}: a row of {} values is not a whole number of {} "
-                                       "blocks ({} values each)",
-                                       what, elems, tensor::DTypeName(dtype),
-                                       tensor::BlockElems(dtype)));
+    return InvalidArgument(
+        fmt::format("{}: a row of {} values is not a whole number of {} "
+                    "blocks ({} values each)",
+                    what, elems, tensor::DTypeName(dtype), tensor::BlockElems(dtype)));
   }
   return Status::Ok();
 }
@@ -65,16 +69,15 @@ std::string DescribeSpec(const KvLayoutSpec& spec) {
           },
           [](const SlidingWindow& s) {
             return fmt::format(
-                "sliding_window(window={},kv_heads={},head_dim={},dtype={},shared_kv={})",
-                s.window, s.num_kv_heads, s.head_dim, tensor::DTypeName(s.dtype),
-                s.shared_kv ? 1 : 0);
+                "sliding_window(window={},kv_heads={},head_dim={},dtype={},shared_kv={})", s.window,
+                s.num_kv_heads, s.head_dim, tensor::DTypeName(s.dtype), s.shared_kv ? 1 : 0);
           },
           [](const CompressedLatent& s) {
             return fmt::format(
                 "compressed_latent(latent_dim={},ratio={},latent_dtype={},index_key_dim={},"
                 "index_dtype={})",
-                s.latent_dim, s.compress_ratio, tensor::DTypeName(s.latent_dtype),
-                s.index_key_dim, tensor::DTypeName(s.index_dtype));
+                s.latent_dim, s.compress_ratio, tensor::DTypeName(s.latent_dtype), s.index_key_dim,
+                tensor::DTypeName(s.index_dtype));
           },
       },
       spec);
@@ -158,9 +161,9 @@ BytesPerToken ComputeBytesPerToken(const KvLayoutSpec& spec, int num_layers) {
   if (const auto* l = std::get_if<CompressedLatent>(&spec)) {
     const int64_t entry = LatentEntryBytes(*l);
     out.bytes = static_cast<double>(num_layers) * static_cast<double>(entry) / l->compress_ratio;
-    std::string parts = fmt::format("{} B latent ({} x {} dims)",
-                                    tensor::RowBytes(l->latent_dtype, l->latent_dim),
-                                    tensor::DTypeName(l->latent_dtype), l->latent_dim);
+    std::string parts =
+        fmt::format("{} B latent ({} x {} dims)", tensor::RowBytes(l->latent_dtype, l->latent_dim),
+                    tensor::DTypeName(l->latent_dtype), l->latent_dim);
     if (l->index_key_dim > 0) {
       parts += fmt::format(" + {} B index key ({} x {} dims)",
                            tensor::RowBytes(l->index_dtype, l->index_key_dim),
@@ -170,11 +173,10 @@ BytesPerToken ComputeBytesPerToken(const KvLayoutSpec& spec, int num_layers) {
                               l->compress_ratio, parts, out.bytes);
     return out;
   }
-  const bool shared = std::visit(
-      Overloaded{[](const FullAttention& f) { return f.shared_kv; },
-                 [](const SlidingWindow& s) { return s.shared_kv; },
-                 [](const CompressedLatent&) { return false; }},
-      spec);
+  const bool shared = std::visit(Overloaded{[](const FullAttention& f) { return f.shared_kv; },
+                                            [](const SlidingWindow& s) { return s.shared_kv; },
+                                            [](const CompressedLatent&) { return false; }},
+                                 spec);
   const auto [heads, dim, dtype] = std::visit(
       Overloaded{
           [](const FullAttention& f) { return std::tuple(f.num_kv_heads, f.head_dim, f.dtype); },

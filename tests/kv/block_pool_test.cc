@@ -5,7 +5,9 @@
 namespace kvserve::kv {
 namespace {
 
-BlockHash H(uint64_t n) { return BlockHash{n, ~n}; }
+BlockHash H(uint64_t n) {
+  return BlockHash{n, ~n};
+}
 
 TEST(BlockPoolTest, AllocatesUntilEmptyThenReturnsNothing) {
   BlockPool pool(5, /*enable_caching=*/true);  // null block + 4 usable

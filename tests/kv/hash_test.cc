@@ -12,8 +12,9 @@ namespace {
 ModelFingerprint TestFingerprint() {
   return ModelFingerprint{.weights_digest = "00112233445566778899aabbccddeeff",
                           .arch = "llama",
-                          .kv_formats = "full_attention(kv_heads=4,head_dim=8,dtype=f16,"
-                                        "shared_kv=0):layers=0,1,2,3,4",
+                          .kv_formats =
+                              "full_attention(kv_heads=4,head_dim=8,dtype=f16,"
+                              "shared_kv=0):layers=0,1,2,3,4",
                           .block_size = 4};
 }
 
@@ -95,9 +96,9 @@ TEST(HashTest, IndependentOfAddresses) {
 TEST(HashTest, MatchesDocumentedSerialisation) {
   const BlockHash parent{0x0807060504030201ULL, 0x100f0e0d0c0b0a09ULL};
   const std::vector<TokenId> tokens = {1, -2, 0x01020304};
-  std::vector<uint8_t> bytes = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
-                                1, 0, 0, 0, 0xfe, 0xff, 0xff, 0xff, 4, 3, 2, 1,
-                                0x01, 2, 0, 0, 0, 'a', 'b'};
+  std::vector<uint8_t> bytes = {1,  2,  3,  4,  5,    6, 7, 8, 9,    10,   11,   12,
+                                13, 14, 15, 16, 1,    0, 0, 0, 0xfe, 0xff, 0xff, 0xff,
+                                4,  3,  2,  1,  0x01, 2, 0, 0, 0,    'a',  'b'};
   const XXH128_hash_t want = XXH3_128bits(bytes.data(), bytes.size());
   EXPECT_EQ(HashBlock(parent, tokens, "ab"), (BlockHash{want.low64, want.high64}));
   bytes.resize(28);  // no salt: no tag, no length

@@ -15,7 +15,8 @@ std::unique_ptr<KvCacheManager> MakeManager(const KvCacheConfig& config, uint64_
   KvCacheManagerOptions options;
   options.enable_prefix_caching = caching;
   options.allocate_memory = memory;
-  options.fingerprint = {.weights_digest = "test", .arch = "test",
+  options.fingerprint = {.weights_digest = "test",
+                         .arch = "test",
                          .kv_formats = DescribeKvFormats(config),
                          .block_size = config.block_size};
   auto m = KvCacheManager::Create(config, budget, options);

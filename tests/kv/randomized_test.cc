@@ -27,13 +27,15 @@ class Driver {
       : config_(config), rng_(seed), memory_(memory) {
     KvCacheManagerOptions options;
     options.allocate_memory = memory;
-    options.fingerprint = {.weights_digest = "rand", .arch = "test",
+    options.fingerprint = {.weights_digest = "rand",
+                           .arch = "test",
                            .kv_formats = DescribeKvFormats(config),
                            .block_size = config.block_size};
     auto m = KvCacheManager::Create(config, budget, options);
     CHECK(m.ok()) << m.status().ToString();
     m_ = std::move(m).value();
-    for (int p = 0; p < 3; ++p) prefixes_.push_back(RandomTokens(Uniform(0, 3 * config.block_size)));
+    for (int p = 0; p < 3; ++p)
+      prefixes_.push_back(RandomTokens(Uniform(0, 3 * config.block_size)));
   }
 
   void Step() {
@@ -178,7 +180,9 @@ class Driver {
     ASSERT_EQ(values[1], static_cast<float>(pos));
   }
   // Tokens [from, to) a group must still hold: all for full, the last window for sliding.
-  static int64_t From(int window, int64_t to) { return window ? std::max<int64_t>(0, to - window) : 0; }
+  static int64_t From(int window, int64_t to) {
+    return window ? std::max<int64_t>(0, to - window) : 0;
+  }
 
   void VerifyLive(RequestId id, const Req& r) const {
     ForEachKvLayer([&](int g, const tensor::PagedKvView& view, int layer, int window) {
@@ -219,10 +223,10 @@ TEST(RandomizedTest, HybridFullAndSlidingWithContentChecks) {
       if (::testing::Test::HasFatalFailure()) return;
     }
     EXPECT_GT(d.started(), 200);
-    EXPECT_GT(d.hits(), 0);          // the shared prefixes were reused
-    EXPECT_GT(d.preemptions(), 0);   // and the pools ran out
+    EXPECT_GT(d.hits(), 0);         // the shared prefixes were reused
+    EXPECT_GT(d.preemptions(), 0);  // and the pools ran out
     EXPECT_GT(d.manager().Stats().num_evictions, 0);
-  d.FreeAll();
+    d.FreeAll();
   }
 }
 
@@ -243,7 +247,7 @@ TEST(RandomizedTest, V41LikeBookkeepingOnly) {
     Driver d(config, 6 * 1024 * 1024, seed, /*memory=*/false);
     for (int step = 0; step < 1500 && !::testing::Test::HasFatalFailure(); ++step) d.Step();
     EXPECT_GT(d.hits(), 0);
-  d.FreeAll();
+    d.FreeAll();
   }
 }
 

@@ -13,6 +13,12 @@ namespace {
 
 using tensor::DType;
 
+KvCacheManagerOptions Options16() {
+  KvCacheManagerOptions options;
+  options.fingerprint.block_size = 16;
+  return options;
+}
+
 struct DtypeCase {
   DType dtype;
   int64_t stories_bytes_per_token;  // 2 x 5 layers x row(32 values)
@@ -64,7 +70,7 @@ TEST(SpecTest, ArenaBytesEqualFormula) {
          {std::pair{testing::Stories260K(c.dtype), c.stories_bytes_per_token},
           std::pair{testing::DenseConfig(12, 12, 64, c.dtype), c.m110_bytes_per_token}}) {
       const uint64_t budget = 8 * kMiB;
-      auto manager = KvCacheManager::Create(config, budget, {.fingerprint = {.block_size = 16}});
+      auto manager = KvCacheManager::Create(config, budget, Options16());
       ASSERT_TRUE(manager.ok()) << manager.status().ToString();
       const KvCapacity& cap = (*manager)->capacity();
       const int64_t blocks = cap.groups[0].num_blocks;
@@ -112,7 +118,7 @@ TEST(SpecTest, HybridV41Accounting) {
     EXPECT_EQ(total, c->total_arena_bytes);
     EXPECT_LE(total, static_cast<int64_t>(kGiB));
   }
-  auto manager = KvCacheManager::Create(chunked, 64 * kMiB, {.fingerprint = {.block_size = 16}});
+  auto manager = KvCacheManager::Create(chunked, 64 * kMiB, Options16());
   ASSERT_TRUE(manager.ok()) << manager.status().ToString();
   for (int g = 0; g < 3; ++g) {
     EXPECT_EQ((*manager)->arena(g).allocated_bytes(),
@@ -151,8 +157,8 @@ TEST(SpecTest, SlidingMaxBlocksWorkedExample) {
 TEST(SpecTest, ValidationRejectsBadConfigs) {
   KvCacheConfig config = testing::V41Like();
   config.block_size = 6;
-  EXPECT_FALSE(ValidateConfig(config).ok());  // not a power of two
-  EXPECT_FALSE(ValidateSpec(CompressedLatent{512, 4, 0}, 2).ok());  // block 2 % ratio 4
+  EXPECT_FALSE(ValidateConfig(config).ok());                                // not a power of two
+  EXPECT_FALSE(ValidateSpec(CompressedLatent{512, 4, 0}, 2).ok());          // block 2 % ratio 4
   EXPECT_FALSE(ValidateSpec(FullAttention{1, 16, DType::kQ8_0}, 16).ok());  // 16 % 32
   EXPECT_TRUE(ValidateSpec(FullAttention{1, 16, DType::kFP4_E2M1_E4M3_16}, 16).ok());
   config = testing::V41Like();

@@ -23,7 +23,9 @@ inline KvCacheConfig DenseConfig(int num_layers, int kv_heads, int head_dim, ten
 }
 
 // stories260K: 5 layers, 4 kv heads, head_dim 8.
-inline KvCacheConfig Stories260K(tensor::DType dtype) { return DenseConfig(5, 4, 8, dtype); }
+inline KvCacheConfig Stories260K(tensor::DType dtype) {
+  return DenseConfig(5, 4, 8, dtype);
+}
 
 // V4.1-like hybrid (44 layers): 40 sliding-window layers (window 128, one shared 512-dim FP8
 // row per token = 528 B), latent layers 40..42 (ratio 2) and 43 (ratio 1) with 512-dim
