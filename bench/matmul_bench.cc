@@ -67,7 +67,8 @@ std::vector<uint8_t> MakeWeightBytes(DType dtype, int64_t rows, int64_t cols, ui
 
 std::vector<float> MakeActivations(int64_t n, int64_t cols) {
   std::vector<float> x(static_cast<size_t>(n * cols));
-  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = static_cast<float>((i * 7919) % 2001) / 1000.0f - 1.0f;
   return x;
 }
 

@@ -35,8 +35,7 @@ class ThreadPool {
 
   // Calls fn(begin, end, thread_index) for disjoint ranges covering [0, n).
   // The calling thread runs range 0. Ranges are aligned to `grain` (except the last).
-  void ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn,
-                   size_t grain = 1);
+  void ParallelFor(size_t n, const std::function<void(size_t, size_t, int)>& fn, size_t grain = 1);
 
  private:
   void WorkerLoop(int index);
@@ -53,9 +52,9 @@ class ThreadPool {
   size_t n_ = 0;
   size_t grain_ = 1;
   bool stop_ = false;
-  std::atomic<uint32_t> generation_{0};  // bumped per ParallelFor call (and at shutdown)
-  std::atomic<int> pending_{0};          // workers still running the current call
-  std::atomic<int> sleeping_workers_{0};  // workers blocked in generation_.wait
+  std::atomic<uint32_t> generation_{0};       // bumped per ParallelFor call (and at shutdown)
+  std::atomic<int> pending_{0};               // workers still running the current call
+  std::atomic<int> sleeping_workers_{0};      // workers blocked in generation_.wait
   std::atomic<bool> caller_sleeping_{false};  // caller blocked in pending_.wait
   std::atomic<bool> in_call_{false};          // catches reentrant / concurrent calls
 };

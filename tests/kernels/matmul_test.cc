@@ -21,10 +21,11 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0,
-                               DType::kQ4_0};
+constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
 
-bool IsQuant(DType t) { return t == DType::kQ8_0 || t == DType::kQ4_0; }
+bool IsQuant(DType t) {
+  return t == DType::kQ8_0 || t == DType::kQ4_0;
+}
 
 // A random weight matrix stored as `dtype`, with its exact dequantized values.
 struct TestWeights {
@@ -100,7 +101,9 @@ std::vector<float> RunMatMul(const WeightMatrix& w, const std::vector<float>& x,
   return y;
 }
 
-bool BitEqual(float a, float b) { return std::memcmp(&a, &b, sizeof(a)) == 0; }
+bool BitEqual(float a, float b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
 
 struct Shape {
   int64_t rows, cols, n;

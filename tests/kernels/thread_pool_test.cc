@@ -1,13 +1,13 @@
 // Stress test for core/thread_pool (its spin-then-block hand-off), kept next to the kernels
 // that depend on it.
+#include "core/thread_pool.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
 #include <vector>
-
-#include "core/thread_pool.h"
 
 namespace kvserve {
 namespace {

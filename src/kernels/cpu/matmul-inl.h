@@ -35,8 +35,8 @@ namespace kvserve::kernels::HWY_NAMESPACE {
 #endif
 
 // Computes y[t, r] for all t < n and r in [row_begin, row_end) (see PortableRows).
-void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-                int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, int64_t n,
+                float* y, int64_t row_begin, int64_t row_end) {
 #if KVSERVE_MATMUL_SIMD
   X86Rows(w, x, qx, dx, n, y, row_begin, row_end);
 #else
@@ -45,7 +45,9 @@ void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const f
 }
 #undef KVSERVE_MATMUL_SIMD
 
-const char* MatMulTarget() { return hwy::TargetName(HWY_TARGET); }
+const char* MatMulTarget() {
+  return hwy::TargetName(HWY_TARGET);
+}
 
 }  // namespace kvserve::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();

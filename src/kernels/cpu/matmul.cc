@@ -7,7 +7,6 @@
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "kernels/cpu/matmul.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
-
 #include "hwy/highway.h"
 #include "kernels/cpu/matmul-inl.h"
 
@@ -93,8 +92,8 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
     }
   }
   const auto rows_fn = [a = &args](size_t begin, size_t end, int) {
-    HWY_DYNAMIC_DISPATCH(MatMulRows)(*a->w, a->x, a->qx, a->dx, a->n, a->y,
-                                     static_cast<int64_t>(begin), static_cast<int64_t>(end));
+    HWY_DYNAMIC_DISPATCH(MatMulRows)
+    (*a->w, a->x, a->qx, a->dx, a->n, a->y, static_cast<int64_t>(begin), static_cast<int64_t>(end));
   };
   pool.ParallelFor(static_cast<size_t>(w.rows), rows_fn, kRowGrain);
 }
@@ -114,7 +113,9 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) 
   internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);
 }
 
-std::string_view MatMulTargetName() { return HWY_DYNAMIC_DISPATCH(MatMulTarget)(); }
+std::string_view MatMulTargetName() {
+  return HWY_DYNAMIC_DISPATCH(MatMulTarget)();
+}
 
 }  // namespace kvserve::kernels
 #endif  // HWY_ONCE

@@ -2,24 +2,26 @@
 //
 // Numerical scheme (the determinism contract of DESIGN.md section 5):
 // every y[t, r] is a fixed function of weight row r and activation row t alone. It does not
-// depend on n, on t's position in the batch, on the thread count, on tiling, nor on the SIMD
-// target among x86 FMA targets (AVX2, AVX-512): all of them, and the portable fallback
-// (std::fma), compute the same bits. The scheme uses 16 "virtual lanes":
+// depend on n, on t's position in the batch, on the thread count, on tiling, nor on the
+// Highway target: AVX2, AVX-512 (AVX3) and AVX-512 VNNI (AVX3_DL) run hand-tiled SIMD code,
+// every other target runs portable code with std::fma, and all compute the same bits
+// (tests/kernels/matmul_test.cc checks every target the machine supports). The scheme uses
+// 16 "virtual lanes":
 //
 //   F32 / F16 / BF16: weights are widened to f32 exactly. Lane j (0..15) accumulates, with
 //     one fused multiply-add per column, the columns c = j, j + 16, j + 32, ... in increasing
 //     order, starting from +0. Columns past `cols` (the tail of the last 16) count as zero.
 //   Q8_0 / Q4_0: each activation row is first quantized to Q8 blocks of 32 (scale
-//     dx = amax / 127 as f32; q = round-half-away(x / dx) in [-127, 127]). For weight block b
-//     (scale dw, f16 -> f32) the 32 int8 x int8 products are summed exactly in 8 groups of 4
-//     consecutive columns: p[b][g] (int32). Lane j = 8 * (b % 2) + g accumulates
+//     dx = amax / 127 as f32; q = round-half-away(x * (1 / dx)) in [-127, 127]). For weight
+//     block b (scale dw, f16 -> f32) the 32 int8 x int8 products are summed exactly in 8
+//     groups of 4 consecutive columns: p[b][g] (int32). Lane j = 8 * (b % 2) + g accumulates
 //     fma(dw * dx, float(p[b][g]), lane) over b = (j / 8), (j / 8) + 2, ... in order.
 //   Then the 16 lanes are summed by a fixed tree: s8[i] = l[i] + l[i + 8] (i < 8),
 //     s4[i] = s8[i] + s8[i + 4], s2[i] = s4[i] + s4[i + 2], y = s2[0] + s2[1].
 //
 // Example (cols = 64, F32): lane 3 = fma(w[51], x[51], fma(w[35], x[35], fma(w[19], x[19],
-// w[3] * x[3] + 0))); y = ((l0 + l8) + (l4 + l12)) + ((l2 + l10) + (l6 + l14)) + ... as the
-// tree above.
+// fma(w[3], x[3], +0)))); s2[0] = ((l0 + l8) + (l4 + l12)) + ((l2 + l10) + (l6 + l14)),
+// s2[1] the same with lanes + 1, and y = s2[0] + s2[1].
 //
 // Thread safety: MatMul may be called from one thread at a time per scratch object; it uses
 // the pool's workers. No allocation per call.

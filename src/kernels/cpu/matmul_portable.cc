@@ -30,13 +30,9 @@ float FloatWeight(DType dtype, const uint8_t* row, int64_t c) {
       std::memcpy(&f, row + 4 * c, sizeof(f));
       return f;
     }
-    case DType::kF16:
-      return HalfToFloat(ReadU16(row + 2 * c));
-    case DType::kBF16:
-      return BF16ToFloat(ReadU16(row + 2 * c));
-    default:
-      CHECK(false) << "not a float dtype";
-      return 0;
+    case DType::kF16: return HalfToFloat(ReadU16(row + 2 * c));
+    case DType::kBF16: return BF16ToFloat(ReadU16(row + 2 * c));
+    default: CHECK(false) << "not a float dtype"; return 0;
   }
 }
 
@@ -56,8 +52,7 @@ float FloatDot(DType dtype, const uint8_t* row, const float* x, int64_t cols) {
   return ReduceVirtualLanes(lanes);
 }
 
-float QuantDot(DType dtype, const uint8_t* row, const int8_t* qx, const float* dx,
-               int64_t cols) {
+float QuantDot(DType dtype, const uint8_t* row, const int8_t* qx, const float* dx, int64_t cols) {
   float lanes[kVirtualLanes] = {};
   const int64_t block_bytes = tensor::BlockBytes(dtype);
   for (int64_t b = 0; b < cols / 32; ++b) {
@@ -86,14 +81,16 @@ float HalfToFloat(uint16_t h) {
   return sign ? -magnitude : magnitude;
 }
 
-float BF16ToFloat(uint16_t b) { return BitsToFloat(static_cast<uint32_t>(b) << 16); }
+float BF16ToFloat(uint16_t b) {
+  return BitsToFloat(static_cast<uint32_t>(b) << 16);
+}
 
 float ReduceVirtualLanes(const float (&lanes)[kVirtualLanes]) {
   float s8[8], s4[4];
   for (int i = 0; i < 8; ++i) s8[i] = lanes[i] + lanes[i + 8];
   for (int i = 0; i < 4; ++i) s4[i] = s8[i] + s8[i + 4];
-  const float s2_0 = s4[0] + s4[1];
-  const float s2_1 = s4[2] + s4[3];
+  const float s2_0 = s4[0] + s4[2];
+  const float s2_1 = s4[1] + s4[3];
   return s2_0 + s2_1;
 }
 

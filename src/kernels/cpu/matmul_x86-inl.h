@@ -8,9 +8,15 @@ inline constexpr int kLanes = 8;
 inline constexpr int kRowTile = 2;
 inline constexpr int kFloatTokenTile = 3;
 inline constexpr int kQuantTokenTile = 2;
-HWY_INLINE VF Zero() { return _mm256_setzero_ps(); }
-HWY_INLINE VF Fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
-HWY_INLINE VF LoadF32(const float* p) { return _mm256_loadu_ps(p); }
+HWY_INLINE VF Zero() {
+  return _mm256_setzero_ps();
+}
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
+HWY_INLINE VF LoadF32(const float* p) {
+  return _mm256_loadu_ps(p);
+}
 HWY_INLINE VF LoadF16(const uint8_t* p) {
   return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)));
 }
@@ -24,9 +30,15 @@ inline constexpr int kLanes = 16;
 inline constexpr int kRowTile = 4;
 inline constexpr int kFloatTokenTile = 4;
 inline constexpr int kQuantTokenTile = 4;
-HWY_INLINE VF Zero() { return _mm512_setzero_ps(); }
-HWY_INLINE VF Fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
-HWY_INLINE VF LoadF32(const float* p) { return _mm512_loadu_ps(p); }
+HWY_INLINE VF Zero() {
+  return _mm512_setzero_ps();
+}
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
+HWY_INLINE VF LoadF32(const float* p) {
+  return _mm512_loadu_ps(p);
+}
 HWY_INLINE VF LoadF16(const uint8_t* p) {
   return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)));
 }
@@ -45,7 +57,8 @@ HWY_INLINE float ReduceVirtual(const VF (&acc)[kVecs]) {
 #if HWY_TARGET == HWY_AVX2
   const __m256 s8 = _mm256_add_ps(acc[0], acc[1]);
 #else
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1));
+  const __m256 s8 =
+      _mm256_add_ps(_mm512_castps512_ps256(acc[0]), _mm512_extractf32x8_ps(acc[0], 1));
 #endif
   const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
   const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
@@ -112,9 +125,8 @@ HWY_NOINLINE void FloatTile(const uint8_t* w, int64_t w_stride, int64_t cols, co
     }
     for (int t = 0; t < T; ++t)
       std::memcpy(xbuf[t], x + t * x_stride + full, (cols - full) * sizeof(float));
-    FloatStep<tensor::DType::kF32, R, T>(reinterpret_cast<const uint8_t*>(wbuf),
-                                         sizeof(wbuf[0]), &xbuf[0][0], internal::kVirtualLanes,
-                                         0, acc);
+    FloatStep<tensor::DType::kF32, R, T>(reinterpret_cast<const uint8_t*>(wbuf), sizeof(wbuf[0]),
+                                         &xbuf[0][0], internal::kVirtualLanes, 0, acc);
   }
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceVirtual(acc[r][t]);
@@ -128,7 +140,7 @@ HWY_INLINE __m256i LoadBlock(const uint8_t* block) {
   } else {
     const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
     const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(qs, mask);                      // columns 0..15
+    const __m128i lo = _mm_and_si128(qs, mask);                     // columns 0..15
     const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);  // columns 16..31
     return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
   }
@@ -166,8 +178,8 @@ HWY_INLINE void QuantTileT(int t_count, const uint8_t* w, int64_t w_stride, int6
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end), tile by tile.
 template <tensor::DType kType>
-void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-               float* y, int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
+void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, float* y,
+               int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
   constexpr bool kQuant = kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0;
   constexpr int kT = kQuant ? kQuantTokenTile : kFloatTokenTile;
   const int64_t w_stride = tensor::RowBytes(kType, w.cols);
@@ -182,12 +194,16 @@ void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const fl
         if constexpr (kQuant) {
           const int8_t* q = qx + t * w.cols;
           const float* d = dx + t * (w.cols / 32);
-          if (full_rows) QuantTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
-          else QuantTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
+          if (full_rows)
+            QuantTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
+          else
+            QuantTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
         } else {
           const float* xt = x + t * w.cols;
-          if (full_rows) FloatTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
-          else FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+          if (full_rows)
+            FloatTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+          else
+            FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
         }
       }
     }
@@ -202,8 +218,8 @@ HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
   return std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token));
 }
 
-void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-             int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, int64_t n,
+             float* y, int64_t row_begin, int64_t row_end) {
   const int64_t chunk = ChunkTokens(w);
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t t1 = std::min(n, t0 + chunk);
@@ -223,9 +239,7 @@ void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const floa
       case tensor::DType::kQ4_0:
         TypedRows<tensor::DType::kQ4_0>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
         break;
-      default:
-        internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end);
-        return;
+      default: internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end); return;
     }
   }
 }

@@ -11,8 +11,7 @@
 // Adds block b (virtual lanes 8 * kParity .. + 7, register kParity) of an R x T tile.
 template <tensor::DType kType, int R, int T, int kParity>
 HWY_INLINE void QuantBlockStep(const uint8_t* w, int64_t w_stride, const int8_t* qx,
-                               const float* dx, int64_t cols, int64_t b,
-                               VF (&acc)[R][T][kVecs]) {
+                               const float* dx, int64_t cols, int64_t b, VF (&acc)[R][T][kVecs]) {
   const __m256i ones = _mm256_set1_epi16(1);
   __m256i wq[R], aw[R];
   float dw[R];
@@ -62,9 +61,8 @@ HWY_INLINE __m512 SplitScale(float a, float b) {
 
 // Adds blocks b and b + 1 (b + 1 only when `pair`; otherwise its lanes get + 0 * 0).
 template <tensor::DType kType, int R, int T>
-HWY_INLINE void QuantPairStep(const uint8_t* w, int64_t w_stride, const int8_t* qx,
-                              const float* dx, int64_t cols, int64_t b, bool pair,
-                              VF (&acc)[R][T][kVecs]) {
+HWY_INLINE void QuantPairStep(const uint8_t* w, int64_t w_stride, const int8_t* qx, const float* dx,
+                              int64_t cols, int64_t b, bool pair, VF (&acc)[R][T][kVecs]) {
   const __m512i ones = _mm512_set1_epi16(1);
   const __m512i zero = _mm512_setzero_si512();
   __m512i aw[R];
@@ -81,14 +79,16 @@ HWY_INLINE void QuantPairStep(const uint8_t* w, int64_t w_stride, const int8_t* 
   }
   for (int t = 0; t < T; ++t) {
     const int8_t* q = qx + t * cols + 32 * b;
-    const __m512i xq = pair ? _mm512_loadu_si512(q)
-                            : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+    const __m512i xq =
+        pair ? _mm512_loadu_si512(q)
+             : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
     const float* d = dx + t * (cols / 32) + b;
     const __m512 dxv = SplitScale(d[0], pair ? d[1] : 0.0f);
     for (int r = 0; r < R; ++r) {
       const __m512i sx = _mm512_mask_sub_epi8(xq, neg[r], zero, xq);
       const __m512i p = _mm512_madd_epi16(_mm512_maddubs_epi16(aw[r], sx), ones);
-      acc[r][t][0] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dxv), _mm512_cvtepi32_ps(p), acc[r][t][0]);
+      acc[r][t][0] =
+          _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dxv), _mm512_cvtepi32_ps(p), acc[r][t][0]);
     }
   }
 }
@@ -102,9 +102,9 @@ HWY_INLINE void QuantPairStep(const uint8_t* w, int64_t w_stride, const int8_t* 
 
 template <tensor::DType kType, int R, int T>
 KVSERVE_MATMUL_VNNI HWY_INLINE void QuantPairStepVnni(const uint8_t* w, int64_t w_stride,
-                                                       const int8_t* qx, const float* dx,
-                                                       int64_t cols, int64_t b, bool pair,
-                                                       VF (&acc)[R][T][kVecs]) {
+                                                      const int8_t* qx, const float* dx,
+                                                      int64_t cols, int64_t b, bool pair,
+                                                      VF (&acc)[R][T][kVecs]) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512i wq[R], neg_offset[R];
@@ -119,14 +119,16 @@ KVSERVE_MATMUL_VNNI HWY_INLINE void QuantPairStepVnni(const uint8_t* w, int64_t 
   }
   for (int t = 0; t < T; ++t) {
     const int8_t* q = qx + t * cols + 32 * b;
-    const __m512i xq = pair ? _mm512_loadu_si512(q)
-                            : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
+    const __m512i xq =
+        pair ? _mm512_loadu_si512(q)
+             : _mm512_zextsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)));
     const __m512i xu = _mm512_xor_si512(xq, k128);
     const float* d = dx + t * (cols / 32) + b;
     const __m512 dxv = SplitScale(d[0], pair ? d[1] : 0.0f);
     for (int r = 0; r < R; ++r) {
       const __m512i p = _mm512_dpbusd_epi32(neg_offset[r], xu, wq[r]);
-      acc[r][t][0] = _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dxv), _mm512_cvtepi32_ps(p), acc[r][t][0]);
+      acc[r][t][0] =
+          _mm512_fmadd_ps(_mm512_mul_ps(dw[r], dxv), _mm512_cvtepi32_ps(p), acc[r][t][0]);
     }
   }
 }
@@ -151,7 +153,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void QuantTile(const uint8_t* w, int64_t w_stri
   for (; b + 1 < num_blocks; b += 2) {
     KVSERVE_QUANT_PAIR_STEP<kType, R, T>(w, w_stride, qx, dx, cols, b, true, acc);
   }
-  if (b < num_blocks) KVSERVE_QUANT_PAIR_STEP<kType, R, T>(w, w_stride, qx, dx, cols, b, false, acc);
+  if (b < num_blocks)
+    KVSERVE_QUANT_PAIR_STEP<kType, R, T>(w, w_stride, qx, dx, cols, b, false, acc);
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceVirtual(acc[r][t]);
 }
