@@ -16,7 +16,8 @@ Result<int64_t> RequiredPositiveInt(const gguf::GgufFile& file, const std::strin
     }
     return value.status();
   }
-  if (*value <= 0) return InvalidArgument(fmt::format("'{}' must be positive, got {}", key, *value));
+  if (*value <= 0)
+    return InvalidArgument(fmt::format("'{}' must be positive, got {}", key, *value));
   return *value;
 }
 
@@ -26,10 +27,8 @@ bool IsMatrixDType(tensor::DType t) {
     case tensor::DType::kF16:
     case tensor::DType::kBF16:
     case tensor::DType::kQ8_0:
-    case tensor::DType::kQ4_0:
-      return true;
-    default:
-      return false;
+    case tensor::DType::kQ4_0: return true;
+    default: return false;
   }
 }
 
@@ -44,8 +43,8 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
                                        fmt::join(info->dims, ", "), fmt::join(dims, ", ")));
   }
   if (!info->dtype) {
-    return InvalidArgument(
-        fmt::format("tensor '{}' has ggml type {}, which kvserve cannot use", name, info->ggml_type));
+    return InvalidArgument(fmt::format("tensor '{}' has ggml type {}, which kvserve cannot use",
+                                       name, info->ggml_type));
   }
   const tensor::DType t = *info->dtype;
   const bool ok = dims.size() == 1 ? t == tensor::DType::kF32
@@ -70,18 +69,18 @@ Status ReadHyperparameters(const gguf::GgufFile& file, const std::string& arch, 
   c.rms_norm_eps = static_cast<float>(eps);
   KV_ASSIGN_OR_RETURN(c.rope_freq_base, file.GetFloatOr(arch + ".rope.freq_base", 10000.0));
   if (c.dim % c.num_heads != 0) {
-    return InvalidArgument(fmt::format("head_count {} does not divide embedding_length {}",
-                                       c.num_heads, c.dim));
+    return InvalidArgument(
+        fmt::format("head_count {} does not divide embedding_length {}", c.num_heads, c.dim));
   }
   c.head_dim = c.dim / c.num_heads;
   if (c.num_kv_heads <= 0 || c.num_heads % c.num_kv_heads != 0) {
-    return InvalidArgument(fmt::format("head_count_kv {} does not divide head_count {}",
-                                       c.num_kv_heads, c.num_heads));
+    return InvalidArgument(
+        fmt::format("head_count_kv {} does not divide head_count {}", c.num_kv_heads, c.num_heads));
   }
   KV_ASSIGN_OR_RETURN(c.rope_dim, file.GetIntOr(arch + ".rope.dimension_count", c.head_dim));
   if (c.rope_dim <= 0 || c.rope_dim % 2 != 0 || c.rope_dim > c.head_dim) {
-    return InvalidArgument(fmt::format("rope.dimension_count {} must be even and in (0, {}]",
-                                       c.rope_dim, c.head_dim));
+    return InvalidArgument(
+        fmt::format("rope.dimension_count {} must be even and in (0, {}]", c.rope_dim, c.head_dim));
   }
   if (!(c.rms_norm_eps > 0.0f) || !(c.rope_freq_base > 0.0)) {
     return InvalidArgument("layer_norm_rms_epsilon and rope.freq_base must be positive");
@@ -90,8 +89,8 @@ Status ReadHyperparameters(const gguf::GgufFile& file, const std::string& arch, 
   if (scaling == "linear") {
     KV_ASSIGN_OR_RETURN(c.rope_linear_scale, file.GetFloatOr(arch + ".rope.scaling.factor", 1.0));
     if (!(c.rope_linear_scale > 0.0)) {
-      return InvalidArgument(fmt::format("rope.scaling.factor {} must be positive",
-                                         c.rope_linear_scale));
+      return InvalidArgument(
+          fmt::format("rope.scaling.factor {} must be positive", c.rope_linear_scale));
     }
   } else if (scaling != "none") {
     return InvalidArgument(fmt::format("rope.scaling.type '{}' is not supported", scaling));

@@ -13,7 +13,8 @@ namespace {
 
 kernels::WeightMatrix Matrix(const gguf::GgufFile& file, const std::string& name) {
   const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2) << name;  // ReadModelConfig checked
+  CHECK(info != nullptr && info->dtype && info->dims.size() == 2)
+      << name;  // ReadModelConfig checked
   return {info->data, *info->dtype, info->dims[1], info->dims[0]};
 }
 
@@ -43,9 +44,11 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<const gguf:
   LoadOptions resolved = options;
   if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
   if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens = static_cast<int32_t>(std::min<int64_t>(config.context_length, INT32_MAX));
+    resolved.max_context_tokens =
+        static_cast<int32_t>(std::min<int64_t>(config.context_length, INT32_MAX));
   }
-  if (*resolved.max_context_tokens <= 0) return InvalidArgument("max_context_tokens must be positive");
+  if (*resolved.max_context_tokens <= 0)
+    return InvalidArgument("max_context_tokens must be positive");
   if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
   auto model = std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), config, resolved));
   return model;
@@ -60,7 +63,8 @@ LlamaModel::LlamaModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig c
   attention_shape_.num_heads = static_cast<int>(config_.num_heads);
   attention_shape_.num_kv_heads = static_cast<int>(config_.num_kv_heads);
   attention_shape_.head_dim = static_cast<int>(config_.head_dim);
-  attention_shape_.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(config_.head_dim)));
+  attention_shape_.scale =
+      static_cast<float>(1.0 / std::sqrt(static_cast<double>(config_.head_dim)));
   rope_.head_dim = static_cast<int>(config_.head_dim);
   rope_.rope_dim = static_cast<int>(config_.rope_dim);
   rope_.freq_base = config_.rope_freq_base;
@@ -134,8 +138,8 @@ void LlamaModel::BuildSequences(const ForwardBatch& batch, const tensor::PagedKv
   }
 }
 
-void LlamaModel::Forward(const ForwardBatch& batch, const tensor::PagedKvView& kv,
-                         ThreadPool& pool, float* logits) {
+void LlamaModel::Forward(const ForwardBatch& batch, const tensor::PagedKvView& kv, ThreadPool& pool,
+                         float* logits) {
   CHECK_LE(pool.num_threads(), options_.max_threads) << "pool larger than LoadOptions::max_threads";
   BuildSequences(batch, kv);
   if (num_tokens_ == 0) return;

@@ -32,9 +32,9 @@
 namespace kvserve::model {
 
 struct LoadOptions {
-  int64_t max_batch_tokens = 512;                // most tokens in one Forward
-  std::optional<int32_t> max_context_tokens;     // longest sequence; default context_length
-  int max_threads = 0;                           // largest ThreadPool used; 0 = DefaultThreadCount()
+  int64_t max_batch_tokens = 512;             // most tokens in one Forward
+  std::optional<int32_t> max_context_tokens;  // longest sequence; default context_length
+  int max_threads = 0;                        // largest ThreadPool used; 0 = DefaultThreadCount()
 };
 
 // One sequence's part of a step.
@@ -74,9 +74,9 @@ class LlamaModel {
 
  private:
   struct LayerWeights {
-    const float* attn_norm = nullptr;  // (dim)
-    kernels::WeightMatrix wq, wk, wv, wo;  // (dim, dim), (kv_row, dim) x2, (dim, dim)
-    const float* ffn_norm = nullptr;   // (dim)
+    const float* attn_norm = nullptr;            // (dim)
+    kernels::WeightMatrix wq, wk, wv, wo;        // (dim, dim), (kv_row, dim) x2, (dim, dim)
+    const float* ffn_norm = nullptr;             // (dim)
     kernels::WeightMatrix w_gate, w_up, w_down;  // (ffn, dim) x2, (dim, ffn)
   };
 
@@ -97,8 +97,8 @@ class LlamaModel {
   kernels::RopeParams rope_;
 
   // Weights, pointing into file_'s mapping.
-  kernels::WeightMatrix token_embd_;  // (vocab, dim)
-  kernels::WeightMatrix output_;      // (vocab, dim): token_embd_ when tied
+  kernels::WeightMatrix token_embd_;    // (vocab, dim)
+  kernels::WeightMatrix output_;        // (vocab, dim): token_embd_ when tied
   const float* output_norm_ = nullptr;  // (dim)
   std::vector<LayerWeights> layers_;
 
@@ -109,16 +109,16 @@ class LlamaModel {
   int64_t num_tokens_ = 0;
 
   // Scratch activations, T = max_batch_tokens.
-  std::vector<float> x_;       // (T, dim): residual stream
-  std::vector<float> xb_;      // (T, dim): normed input of a block
-  std::vector<float> q_;       // (T, dim)
-  std::vector<float> k_;       // (T, kv_row)
-  std::vector<float> v_;       // (T, kv_row)
-  std::vector<float> att_;     // (T, dim): attention output before Wo
-  std::vector<float> proj_;    // (T, dim): output of Wo / Wdown
-  std::vector<float> gate_;    // (T, ffn)
-  std::vector<float> up_;      // (T, ffn)
-  std::vector<float> last_;    // (T, dim): normed last rows of sequences wanting logits
+  std::vector<float> x_;     // (T, dim): residual stream
+  std::vector<float> xb_;    // (T, dim): normed input of a block
+  std::vector<float> q_;     // (T, dim)
+  std::vector<float> k_;     // (T, kv_row)
+  std::vector<float> v_;     // (T, kv_row)
+  std::vector<float> att_;   // (T, dim): attention output before Wo
+  std::vector<float> proj_;  // (T, dim): output of Wo / Wdown
+  std::vector<float> gate_;  // (T, ffn)
+  std::vector<float> up_;    // (T, ffn)
+  std::vector<float> last_;  // (T, dim): normed last rows of sequences wanting logits
   std::unique_ptr<kernels::AttentionScratch> attention_scratch_;
   kernels::MatMulScratch matmul_scratch_;  // T tokens, max(dim, ffn) columns
 };

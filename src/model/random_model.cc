@@ -30,8 +30,8 @@ class Rng {
 };
 
 // A (rows, cols) matrix stored as `dtype` rows; GGUF dims {cols, rows}.
-void AddMatrix(gguf::GgufWriter& w, Rng& rng, const std::string& name, int64_t rows,
-               int64_t cols, tensor::DType dtype) {
+void AddMatrix(gguf::GgufWriter& w, Rng& rng, const std::string& name, int64_t rows, int64_t cols,
+               tensor::DType dtype) {
   const int64_t row_bytes = tensor::RowBytes(dtype, cols);
   std::vector<uint8_t> data(static_cast<size_t>(row_bytes * rows));
   std::vector<float> row(cols);
@@ -63,8 +63,10 @@ gguf::GgufWriter RandomModelWriter(const RandomModelSpec& s) {
   w.Set("llama.attention.head_count", gguf::Value::U32(static_cast<uint32_t>(s.num_heads)));
   w.Set("llama.attention.head_count_kv", gguf::Value::U32(static_cast<uint32_t>(s.num_kv_heads)));
   w.Set("llama.attention.layer_norm_rms_epsilon", gguf::Value::F32(1e-5f));
-  if (s.rope_dim) w.Set("llama.rope.dimension_count", gguf::Value::U32(static_cast<uint32_t>(*s.rope_dim)));
-  if (s.rope_freq_base) w.Set("llama.rope.freq_base", gguf::Value::F32(static_cast<float>(*s.rope_freq_base)));
+  if (s.rope_dim)
+    w.Set("llama.rope.dimension_count", gguf::Value::U32(static_cast<uint32_t>(*s.rope_dim)));
+  if (s.rope_freq_base)
+    w.Set("llama.rope.freq_base", gguf::Value::F32(static_cast<float>(*s.rope_freq_base)));
   if (s.rope_linear_scale) {
     w.Set("llama.rope.scaling.type", gguf::Value::Str("linear"));
     w.Set("llama.rope.scaling.factor", gguf::Value::F32(static_cast<float>(*s.rope_linear_scale)));

@@ -1,6 +1,8 @@
 // Differential test of kernels::PagedAttention against naive float64 attention over contiguous
 // K/V, dequantized as stored. Random shapes, GQA/MQA, sliding windows, ragged sequences,
 // scattered block tables, every KV dtype.
+#include "kernels/cpu/attention.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -11,7 +13,6 @@
 #include <vector>
 
 #include "core/thread_pool.h"
-#include "kernels/cpu/attention.h"
 #include "kernels/cpu/ops.h"
 #include "model/dense_kv.h"
 #include "tensor/quant.h"
@@ -28,8 +29,7 @@ std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
 
 // Naive attention for one (row, head) over the cache as stored.
 std::vector<double> NaiveHead(const AttentionShape& shape, const tensor::PagedKvView& kv,
-                              const AttentionSequence& seq, int64_t row, int head,
-                              const float* q) {
+                              const AttentionSequence& seq, int64_t row, int head, const float* q) {
   const int hd = shape.head_dim;
   const int kvh = head / (shape.num_heads / shape.num_kv_heads);
   const int32_t pos = seq.start_pos + static_cast<int32_t>(row - seq.first_row);
@@ -110,7 +110,8 @@ void RunTrial(std::mt19937& rng, tensor::DType dtype) {
   for (const AttentionSequence& seq : seqs) {
     for (int64_t row = seq.first_row; row < seq.first_row + seq.num_tokens; ++row) {
       for (int h = 0; h < shape.num_heads; ++h) {
-        const std::vector<double> want = NaiveHead(shape, kv, seq, row, h, q.data() + row * q_width);
+        const std::vector<double> want =
+            NaiveHead(shape, kv, seq, row, h, q.data() + row * q_width);
         for (int d = 0; d < shape.head_dim; ++d) {
           ASSERT_NEAR(out[row * q_width + h * shape.head_dim + d], want[d], 2e-5)
               << tensor::DTypeName(dtype) << " row " << row << " head " << h << " dim " << d;

@@ -31,7 +31,8 @@ std::shared_ptr<const gguf::GgufFile> Parse(const gguf::GgufWriter& w) {
 void ExpectConfigError(const gguf::GgufWriter& w, const std::string& needle) {
   auto config = ReadModelConfig(*Parse(w));
   ASSERT_FALSE(config.ok()) << "expected an error about " << needle;
-  EXPECT_NE(config.status().message().find(needle), std::string::npos) << config.status().ToString();
+  EXPECT_NE(config.status().message().find(needle), std::string::npos)
+      << config.status().ToString();
 }
 
 TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
@@ -89,7 +90,8 @@ TEST(ModelConfigTest, RejectsMissingOrInconsistentMetadata) {
 
   // A missing required key: build the metadata without it.
   gguf::GgufWriter missing;
-  for (const auto& [key, value] : Parse(RandomModelWriter({}))->metadata()) {
+  std::shared_ptr<const gguf::GgufFile> full = Parse(RandomModelWriter({}));
+  for (const auto& [key, value] : full->metadata()) {
     if (key != "llama.embedding_length") missing.Set(key, value);
   }
   ExpectConfigError(missing, "llama.embedding_length");
@@ -106,7 +108,8 @@ gguf::GgufWriter Rebuild(const gguf::GgufFile& file, const std::string& drop,
       continue;
     }
     const auto* begin = reinterpret_cast<const uint8_t*>(t.data);
-    CHECK(w.AddTensor(t.name, t.dims, *t.dtype, std::vector<uint8_t>(begin, begin + t.size_bytes)).ok());
+    CHECK(w.AddTensor(t.name, t.dims, *t.dtype, std::vector<uint8_t>(begin, begin + t.size_bytes))
+              .ok());
   }
   return w;
 }
@@ -119,7 +122,8 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
   ExpectConfigError(Rebuild(*file, "blk.0.ffn_norm.weight",
                             [](gguf::GgufWriter& w) {
                               CHECK(w.AddTensor("blk.0.ffn_norm.weight", {64}, tensor::DType::kF16,
-                                                std::vector<uint8_t>(128)).ok());
+                                                std::vector<uint8_t>(128))
+                                        .ok());
                             }),
                     "blk.0.ffn_norm.weight");
   // Missing output.weight means tied output, not an error.
@@ -127,8 +131,8 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
   ASSERT_TRUE(tied.ok()) << tied.status().ToString();
   EXPECT_TRUE(tied->tied_output);
   // Quantized weights of every GGUF type the matmul reads are accepted.
-  for (tensor::DType t : {tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0,
-                          tensor::DType::kQ4_0}) {
+  for (tensor::DType t :
+       {tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0, tensor::DType::kQ4_0}) {
     RandomModelSpec spec;
     spec.matrix_dtype = t;
     EXPECT_TRUE(ReadModelConfig(*Parse(RandomModelWriter(spec))).ok()) << tensor::DTypeName(t);
@@ -151,15 +155,16 @@ void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_d
   const std::vector<int32_t> table = {3, 1, 0, 2};
   ThreadPool pool(2);
   std::vector<int32_t> ids;
-  for (int i = 0; i < prompt_len; ++i) ids.push_back((i * 37 + 11) % static_cast<int>(c.vocab_size));
+  for (int i = 0; i < prompt_len; ++i)
+    ids.push_back((i * 37 + 11) % static_cast<int>(c.vocab_size));
   std::vector<float> logits(c.vocab_size);
   std::vector<double> want;
   for (int32_t t : ids) want = (*ref)->Step(t);
   for (int start = 0; start < prompt_len; start += 5) {
     const int n = std::min(5, prompt_len - start);
     ForwardBatch batch;
-    batch.sequences = {{std::span<const int32_t>(ids).subspan(start, n), start, table,
-                        start + n == prompt_len}};
+    batch.sequences = {
+        {std::span<const int32_t>(ids).subspan(start, n), start, table, start + n == prompt_len}};
     (*model)->Forward(batch, arena.view(), pool, logits.data());
   }
   for (int step = 0;; ++step) {

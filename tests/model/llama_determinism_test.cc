@@ -43,10 +43,11 @@ std::vector<Logits> RunPlans(LlamaModel& model, const std::vector<SeqPlan>& plan
   const ModelConfig& c = model.config();
   int32_t num_blocks = 0;
   for (const SeqPlan& p : plans) {
-    num_blocks = std::max(num_blocks, *std::max_element(p.block_table.begin(), p.block_table.end()) + 1);
+    num_blocks =
+        std::max(num_blocks, *std::max_element(p.block_table.begin(), p.block_table.end()) + 1);
   }
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype, 4,
-                      num_blocks);
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+                      4, num_blocks);
   ThreadPool pool(num_threads);
   std::vector<SeqState> states(plans.size());
   std::vector<float> logits;
@@ -107,8 +108,8 @@ bool BitIdentical(const Logits& a, const Logits& b) {
   return true;
 }
 
-class DeterminismTest
-    : public ::testing::TestWithParam<std::tuple<tensor::DType, tensor::DType>> {};
+class DeterminismTest : public ::testing::TestWithParam<std::tuple<tensor::DType, tensor::DType>> {
+};
 
 TEST_P(DeterminismTest, LogitsIndependentOfBatchChunkingAndThreads) {
   const auto [weight_dtype, kv_dtype] = GetParam();

@@ -92,7 +92,8 @@ TEST(LlamaGoldenTest, Stories260KGreedyMatchesFloat64Reference) {
   for (int step = 0; step < 64; ++step) {
     ASSERT_LE(RelativeError(logits, ref_logits), 1e-4) << "step " << step;
     const auto best = std::max_element(logits.begin(), logits.end()) - logits.begin();
-    const auto ref_best = std::max_element(ref_logits.begin(), ref_logits.end()) - ref_logits.begin();
+    const auto ref_best =
+        std::max_element(ref_logits.begin(), ref_logits.end()) - ref_logits.begin();
     ASSERT_EQ(best, ref_best) << "step " << step;
     const int32_t next = static_cast<int32_t>(best);
     ids.push_back(next);
@@ -103,7 +104,9 @@ TEST(LlamaGoldenTest, Stories260KGreedyMatchesFloat64Reference) {
   }
   const std::string text = Decode(*pieces, ids);
   EXPECT_EQ(text.rfind("Once upon a time, there was a little girl named Lily. She loved to play "
-                       "outside in the park.", 0), 0u)
+                       "outside in the park.",
+                       0),
+            0u)
       << text;
 }
 

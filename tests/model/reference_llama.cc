@@ -80,8 +80,9 @@ void ReferenceLlama::Norm(const float* weight, const std::vector<double>& in,
 void ReferenceLlama::RotateHeads(std::vector<double>& x, int64_t heads, int64_t pos) const {
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; 2 * i < rope_dim_; ++i) {
-      const double angle = (static_cast<double>(pos) / scale_) *
-                           std::pow(base_, -static_cast<double>(2 * i) / static_cast<double>(rope_dim_));
+      const double angle =
+          (static_cast<double>(pos) / scale_) *
+          std::pow(base_, -static_cast<double>(2 * i) / static_cast<double>(rope_dim_));
       double& a = x[h * head_dim_ + 2 * i];
       double& b = x[h * head_dim_ + 2 * i + 1];
       const double a0 = a, b0 = b;

@@ -22,11 +22,13 @@
 namespace kvserve::kernels {
 
 struct AttentionShape {
-  int num_heads = 0;     // query heads
-  int num_kv_heads = 0;  // divides num_heads; query head h reads kv head h / (num_heads / num_kv_heads)
+  int num_heads = 0;  // query heads
+  int num_kv_heads =
+      0;  // divides num_heads; query head h reads kv head h / (num_heads / num_kv_heads)
   int head_dim = 0;
-  float scale = 1.0f;    // usually 1 / sqrt(head_dim)
-  // Sliding window: a query at position p sees [max(0, p - window + 1), p]; nullopt = all of [0, p].
+  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
+  // Sliding window: a query at position p sees [max(0, p - window + 1), p]; nullopt = all of [0,
+  // p].
   std::optional<int32_t> window;
 };
 
@@ -51,9 +53,9 @@ class AttentionScratch {
   int32_t max_context_tokens() const { return max_context_tokens_; }
   int num_threads() const { return num_threads_; }
   // Thread t's buffers.
-  float* Scores(int t) { return scores_.data() + t * scores_per_thread_; }   // (group, max_context)
-  float* Row(int t) { return row_.data() + t * row_per_thread_; }            // (head_dim + 2 blocks)
-  float* Acc(int t) { return acc_.data() + t * acc_per_thread_; }            // (group, head_dim)
+  float* Scores(int t) { return scores_.data() + t * scores_per_thread_; }  // (group, max_context)
+  float* Row(int t) { return row_.data() + t * row_per_thread_; }           // (head_dim + 2 blocks)
+  float* Acc(int t) { return acc_.data() + t * acc_per_thread_; }           // (group, head_dim)
 
  private:
   int32_t max_context_tokens_;
