@@ -62,13 +62,16 @@ uint32_t AttrFromType(TokenType type) {
 // "▁" (U+2581), SentencePiece's escaped space.
 constexpr std::string_view kSpmSpace = "\xE2\x96\x81";
 
-std::string ReplaceAll(std::string s, std::string_view from, std::string_view to) {
+std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {
+  std::string out;
+  out.reserve(s.size());
   size_t pos = 0;
-  while ((pos = s.find(from, pos)) != std::string::npos) {
-    s.replace(pos, from.size(), to);
-    pos += to.size();
+  for (size_t hit; (hit = s.find(from, pos)) != std::string_view::npos; pos = hit + from.size()) {
+    out.append(s.substr(pos, hit - pos));
+    out.append(to);
   }
-  return s;
+  out.append(s.substr(pos));
+  return out;
 }
 
 int HexValue(char c) {

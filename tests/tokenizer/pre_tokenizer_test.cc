@@ -2,13 +2,17 @@
 // DeepSeek Coder), our hand-written splitters must give the same words as std::regex applied
 // the way llama.cpp's unicode_regex_split applies it (category-collapsed text for \p{..}
 // regexes, codepoints with non-ASCII whitespace as \v otherwise), on random mixed-script text.
+#include "tokenizer/pre_tokenizer.h"
+
 #include <gtest/gtest.h>
 
 #include <random>
 #include <regex>
 
-#include "tokenizer/pre_tokenizer.h"
 #include "tokenizer/unicode.h"
+
+// GCC 12 warns about std::function members inside libstdc++'s own <regex> at -O2 with ASan.
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 
 namespace kvserve::tokenizer {
 namespace {
@@ -29,16 +33,21 @@ char Collapse(uint32_t cpt) {
 
 // A regex step: `collapsed` regexes run on Collapse()d chars, the others on wide codepoints.
 struct RefRegex {
+  RefRegex(bool c, const std::string& n, const std::wstring& w) : collapsed(c) {
+    if (collapsed) {
+      narrow.assign(n, std::regex_constants::ECMAScript);
+    } else {
+      wide.assign(w, std::regex_constants::ECMAScript);
+    }
+  }
   bool collapsed;
-  std::string narrow;
-  std::wstring wide;
+  std::regex narrow;
+  std::wregex wide;
 };
 
 template <typename CharT>
 std::vector<size_t> RefSplit(const std::basic_string<CharT>& text,
-                             const std::basic_string<CharT>& pattern,
-                             const std::vector<size_t>& pieces) {
-  const std::basic_regex<CharT> re(pattern, std::regex_constants::ECMAScript);
+                             const std::basic_regex<CharT>& re, const std::vector<size_t>& pieces) {
   std::vector<size_t> out;
   size_t start = 0;
   for (const size_t len : pieces) {
@@ -85,11 +94,43 @@ std::vector<std::string> RefPreTokenize(const std::vector<RefRegex>& regexes,
 // Random strings over an alphabet that exercises every branch: ASCII classes, contractions,
 // whitespace runs, CR/LF, non-ASCII letters/digits/marks/symbols/whitespace, CJK, unassigned.
 std::string RandomText(std::mt19937& rng) {
-  static const std::vector<std::string> kAlphabet = {
-      "a", "Z", "q", "0", "7", " ", " ", "  ", "\t", "\n", "\r\n", ",", ".", "!", "'", "'s",
-      "'LL", "$", "+", "<", "~", "_", "(", "\xC3\xA9", "\xD0\xB6", "\xD9\xA3", "\xCC\x81",
-      "\xC2\xA0", "\xE3\x80\x80", "\xE4\xB8\xAD", "\xEA\xB0\x80", "\xF0\x9F\xA6\x99",
-      "\xCD\xB8", "\xE2\x80\x8B", "\xEF\xBC\x81", "\xE2\x80\x9C", "\xC2\xB5"};
+  static const std::vector<std::string> kAlphabet = {"a",
+                                                     "Z",
+                                                     "q",
+                                                     "0",
+                                                     "7",
+                                                     " ",
+                                                     " ",
+                                                     "  ",
+                                                     "\t",
+                                                     "\n",
+                                                     "\r\n",
+                                                     ",",
+                                                     ".",
+                                                     "!",
+                                                     "'",
+                                                     "'s",
+                                                     "'LL",
+                                                     "$",
+                                                     "+",
+                                                     "<",
+                                                     "~",
+                                                     "_",
+                                                     "(",
+                                                     "\xC3\xA9",
+                                                     "\xD0\xB6",
+                                                     "\xD9\xA3",
+                                                     "\xCC\x81",
+                                                     "\xC2\xA0",
+                                                     "\xE3\x80\x80",
+                                                     "\xE4\xB8\xAD",
+                                                     "\xEA\xB0\x80",
+                                                     "\xF0\x9F\xA6\x99",
+                                                     "\xCD\xB8",
+                                                     "\xE2\x80\x8B",
+                                                     "\xEF\xBC\x81",
+                                                     "\xE2\x80\x9C",
+                                                     "\xC2\xB5"};
   std::uniform_int_distribution<int> len_dist(0, 16);
   std::uniform_int_distribution<size_t> pick(0, kAlphabet.size() - 1);
   std::string s;
@@ -99,19 +140,23 @@ std::string RandomText(std::mt19937& rng) {
 
 void ExpectSameAsRegex(PreTokenizerKind kind, const std::vector<RefRegex>& regexes) {
   std::mt19937 rng(1234);
-  for (int i = 0; i < 3000; ++i) {
+  for (int i = 0; i < 1000; ++i) {
     const std::string text = RandomText(rng);
     ASSERT_EQ(PreTokenize(kind, text), RefPreTokenize(regexes, text))
         << PreTokenizerName(kind) << " on '" << text << "'";
   }
 }
 
-const std::string kL = "\xD2" "A-Za-z";
-const std::string kN = "\xD1" "0-9";
+const std::string kL =
+    "\xD2"
+    "A-Za-z";
+const std::string kN =
+    "\xD1"
+    "0-9";
 
 TEST(PreTokenizerDifferentialTest, Qwen2MatchesStdRegex) {
-  const std::string re = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n" +
-                         kL + kN + "]?[" + kL + "]+|[" + kN + "]| ?[^\\s" + kL + kN +
+  const std::string re = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])|[^\\r\\n" + kL +
+                         kN + "]?[" + kL + "]+|[" + kN + "]| ?[^\\s" + kL + kN +
                          "]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
   ExpectSameAsRegex(PreTokenizerKind::kQwen2, {{true, re, {}}});
 }
