@@ -1,6 +1,8 @@
 // `kvserve plan --model PRESET|FILE.gguf --gpu PRESET [...]`: the capacity planner
 // (docs/capacity-planning.md). Numeric flags are taken as text and parsed here so that every
 // bad value is reported the same way: one "error: plan: ..." line and exit code 1.
+#include "planner/plan.h"
+
 #include <fmt/format.h>
 
 #include <charconv>
@@ -10,7 +12,6 @@
 
 #include "core/units.h"
 #include "planner/gguf_model.h"
-#include "planner/plan.h"
 #include "planner/presets.h"
 #include "planner/report.h"
 #include "tools/commands.h"
@@ -21,7 +22,7 @@ namespace {
 struct PlanFlags {
   std::string model;
   std::string gpu;
-  std::string num_gpus = "1";
+  std::string num_gpus;
   std::string tp;
   std::string gpu_memory_utilization = "0.9";
   std::string max_model_len;
@@ -72,7 +73,10 @@ std::vector<std::string> SplitCommas(const std::string& text) {
 
 Result<planner::PlanOptions> ToOptions(const PlanFlags& f) {
   planner::PlanOptions o;
-  KV_ASSIGN_OR_RETURN(o.num_gpus, ParseNumber<int>("--num-gpus", f.num_gpus));
+  if (!f.num_gpus.empty()) {
+    KV_ASSIGN_OR_RETURN(o.num_gpus, ParseNumber<int>("--num-gpus", f.num_gpus));
+    if (o.num_gpus <= 0) return InvalidArgument("--num-gpus must be at least 1");
+  }
   if (!f.tp.empty()) {
     KV_ASSIGN_OR_RETURN(o.tp, ParseNumber<int>("--tp", f.tp));
     if (o.tp <= 0) return InvalidArgument("--tp must be at least 1");
@@ -111,7 +115,8 @@ Result<planner::ModelDesc> LoadModel(const std::string& name) {
 
 Result<std::string> Render(const PlanFlags& f) {
   if (f.model.empty()) return InvalidArgument("--model is required (a preset or a .gguf file)");
-  if (f.gpu.empty()) return InvalidArgument("--gpu is required (a device preset, e.g. h200 or cpu)");
+  if (f.gpu.empty())
+    return InvalidArgument("--gpu is required (a device preset, e.g. h200 or cpu)");
   const std::string format = f.json ? "json" : f.format;
   if (format != "text" && format != "json" && format != "svg") {
     return InvalidArgument(fmt::format("--format '{}': expected text, json or svg", f.format));
@@ -153,10 +158,12 @@ void RunPlan(const PlanFlags& f) {
 
 void RegisterPlan(CLI::App& app) {
   auto flags = std::make_shared<PlanFlags>();
-  CLI::App* cmd = app.add_subcommand("plan", "Capacity planner: weights, KV pool, tokens, concurrency");
+  CLI::App* cmd =
+      app.add_subcommand("plan", "Capacity planner: weights, KV pool, tokens, concurrency");
   cmd->add_option("--model", flags->model, "Model preset name or a .gguf file");
-  cmd->add_option("--gpu", flags->gpu, "Device preset (h200, h100, b200, a100-80gb, l40s, rtx4090, cpu)");
-  cmd->add_option("--num-gpus", flags->num_gpus, "Devices in total (replicas x tp); default 1");
+  cmd->add_option("--gpu", flags->gpu,
+                  "Device preset (h200, h100, b200, a100-80gb, l40s, rtx4090, cpu)");
+  cmd->add_option("--num-gpus", flags->num_gpus, "Devices in total (replicas x tp); default --tp");
   cmd->add_option("--tp", flags->tp, "Tensor-parallel size; default --num-gpus");
   cmd->add_option("--gpu-memory-utilization", flags->gpu_memory_utilization,
                   "Fraction of device memory to use; default 0.9");

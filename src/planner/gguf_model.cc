@@ -56,8 +56,8 @@ Result<ModelDesc> ModelFromGguf(const gguf::GgufFile& file) {
                                    static_cast<int>(head_dim), dtype, false};
   } else {
     group.name = "full";
-    group.spec = kv::FullAttention{static_cast<int>(kv_heads), static_cast<int>(head_dim), dtype,
-                                   false};
+    group.spec =
+        kv::FullAttention{static_cast<int>(kv_heads), static_cast<int>(head_dim), dtype, false};
   }
   model.kv_groups.push_back(std::move(group));
   AddWeights(file, model);

@@ -14,8 +14,8 @@ namespace {
 Result<int> HeadsPerRank(int heads, int tp, const std::string& group) {
   if (heads % tp == 0) return heads / tp;
   if (tp % heads == 0) return 1;
-  return InvalidArgument(fmt::format("KV group {}: {} KV heads cannot be split over tp {}",
-                                     group, heads, tp));
+  return InvalidArgument(
+      fmt::format("KV group {}: {} KV heads cannot be split over tp {}", group, heads, tp));
 }
 
 // Applies tp and the --kv-cache-dtype flag to one group's spec.
@@ -46,8 +46,8 @@ Result<int> SourceOf(const std::vector<int>& writers, int reader, const std::str
     if (w < reader) source = w;
   }
   if (source < 0) {
-    return InvalidArgument(fmt::format("KV group {}: reader layer {} has no writer below it",
-                                       group, reader));
+    return InvalidArgument(
+        fmt::format("KV group {}: reader layer {} has no writer below it", group, reader));
   }
   return source;
 }

@@ -93,8 +93,8 @@ Status ValidateModel(const ModelDesc& model, int block_size) {
     for (const std::vector<int>* list : {&g.layers, &g.readers}) {
       for (int layer : *list) {
         if (layer < 0 || layer >= model.num_layers) {
-          return InvalidArgument(fmt::format("{} {}: layer {} outside [0, {})", model.name,
-                                             g.name, layer, model.num_layers));
+          return InvalidArgument(fmt::format("{} {}: layer {} outside [0, {})", model.name, g.name,
+                                             layer, model.num_layers));
         }
       }
     }

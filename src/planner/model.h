@@ -49,7 +49,7 @@ struct ModelDesc {
   std::string description;
   std::string source;  // "preset deepseek-v4.1-flash" or the GGUF path
   int num_layers = 0;
-  int64_t max_model_len = 0;     // the model's longest context
+  int64_t max_model_len = 0;           // the model's longest context
   uint64_t runtime_reserve_bytes = 0;  // activations, CUDA graphs, context: per device
   uint64_t total_weight_bytes = 0;     // sum of parts
   std::vector<WeightPart> parts;

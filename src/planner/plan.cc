@@ -14,12 +14,12 @@ Status ValidateOptions(const PlanOptions& o, const ModelDesc& model) {
   if (o.num_gpus <= 0) return InvalidArgument("--num-gpus must be at least 1");
   if (o.tp <= 0) return InvalidArgument("--tp must be at least 1");
   if (o.num_gpus % o.tp != 0) {
-    return InvalidArgument(fmt::format("--num-gpus {} is not a multiple of --tp {}", o.num_gpus,
-                                       o.tp));
+    return InvalidArgument(
+        fmt::format("--num-gpus {} is not a multiple of --tp {}", o.num_gpus, o.tp));
   }
   if (!(o.gpu_memory_utilization > 0 && o.gpu_memory_utilization <= 1)) {
-    return InvalidArgument(fmt::format("--gpu-memory-utilization {} must be in (0, 1]",
-                                       o.gpu_memory_utilization));
+    return InvalidArgument(
+        fmt::format("--gpu-memory-utilization {} must be in (0, 1]", o.gpu_memory_utilization));
   }
   if (o.max_model_len <= 0) return InvalidArgument("--max-model-len must be at least 1");
   if (o.max_num_seqs <= 0) return InvalidArgument("--max-num-seqs must be at least 1");
@@ -39,9 +39,10 @@ Status ValidateOptions(const PlanOptions& o, const ModelDesc& model) {
           names.empty() ? std::string("none") : fmt::format("{}", fmt::join(names, ", "))));
     }
     if (!p->offloadable) {
-      return InvalidArgument(fmt::format("--cpu-offload-weights {}: this part of {} cannot "
-                                         "live in CPU memory",
-                                         part, model.name));
+      return InvalidArgument(
+          fmt::format("--cpu-offload-weights {}: this part of {} cannot "
+                      "live in CPU memory",
+                      part, model.name));
     }
   }
   return Status::Ok();
@@ -58,8 +59,8 @@ void PlaceWeights(Plan& plan) {
       plan.cpu_weight_bytes += part.bytes;
     } else {
       // A sharded part splits evenly; round up so the per-device figure never undercounts.
-      w.device_bytes = part.tp == TpPlacement::kReplicated ? part.bytes
-                                                           : (part.bytes + tp - 1) / tp;
+      w.device_bytes =
+          part.tp == TpPlacement::kReplicated ? part.bytes : (part.bytes + tp - 1) / tp;
     }
     plan.device_weight_bytes += w.device_bytes;
     plan.weights.push_back(std::move(w));
@@ -75,11 +76,12 @@ void SizeKvPool(Plan& plan) {
   if (o.kv_cache_memory_bytes) {
     plan.kv_budget_fixed = true;
     plan.kv_pool_bytes = static_cast<int64_t>(*o.kv_cache_memory_bytes);
-    const uint64_t needed = plan.device_weight_bytes + plan.reserve_bytes + *o.kv_cache_memory_bytes;
+    const uint64_t needed =
+        plan.device_weight_bytes + plan.reserve_bytes + *o.kv_cache_memory_bytes;
     if (needed > plan.usable_bytes) {
-      plan.notes.push_back(fmt::format(
-          "weights + reserve + --kv-cache-memory-bytes = {} exceeds the usable {}",
-          FormatBytes(needed), FormatBytes(plan.usable_bytes)));
+      plan.notes.push_back(
+          fmt::format("weights + reserve + --kv-cache-memory-bytes = {} exceeds the usable {}",
+                      FormatBytes(needed), FormatBytes(plan.usable_bytes)));
     }
     return;
   }
@@ -109,9 +111,9 @@ void DescribeGroups(Plan& plan) {
     if (line.sliding) {
       line.decode_seq_bytes =
           layers * kv::MaxMemoryBytes(group.spec, config.block_size, config.max_model_len, 1);
-      line.prefill_seq_bytes = layers * kv::MaxMemoryBytes(group.spec, config.block_size,
-                                                           config.max_model_len,
-                                                           config.max_chunk_tokens);
+      line.prefill_seq_bytes =
+          layers * kv::MaxMemoryBytes(group.spec, config.block_size, config.max_model_len,
+                                      config.max_chunk_tokens);
       plan.fixed_seq_decode_bytes += line.decode_seq_bytes;
       plan.fixed_seq_prefill_bytes += line.prefill_seq_bytes;
     } else {
@@ -120,7 +122,8 @@ void DescribeGroups(Plan& plan) {
     plan.groups.push_back(std::move(line));
   }
   if (plan.growing_bytes_per_token == 0) {  // sliding-only model: every token pays the window
-    for (const KvGroupPlan& line : plan.groups) plan.growing_bytes_per_token += line.per_token.bytes;
+    for (const KvGroupPlan& line : plan.groups)
+      plan.growing_bytes_per_token += line.per_token.bytes;
   }
 }
 
@@ -136,13 +139,13 @@ void SizeCpu(Plan& plan) {
 
 Status ComputeKv(Plan& plan) {
   const PlanOptions& o = plan.options;
-  KV_ASSIGN_OR_RETURN(plan.kv_config,
-                      PlanKvConfig(plan.model, o.tp, o.block_size, o.max_model_len,
-                                   o.max_num_batched_tokens, o.kv_cache_dtype));
+  KV_ASSIGN_OR_RETURN(plan.kv_config, PlanKvConfig(plan.model, o.tp, o.block_size, o.max_model_len,
+                                                   o.max_num_batched_tokens, o.kv_cache_dtype));
   if (plan.kv_pool_bytes <= 0) {
-    plan.notes.push_back(fmt::format("does not fit: weights + reserve exceed the usable memory "
-                                     "by {}",
-                                     FormatBytes(static_cast<uint64_t>(-plan.kv_pool_bytes))));
+    plan.notes.push_back(
+        fmt::format("does not fit: weights + reserve exceed the usable memory "
+                    "by {}",
+                    FormatBytes(static_cast<uint64_t>(-plan.kv_pool_bytes))));
     return Status::Ok();
   }
   Result<kv::KvCapacity> cap = PlanKvCapacity(plan.kv_config, plan.kv_pool_bytes);
@@ -157,9 +160,10 @@ Status ComputeKv(Plan& plan) {
   plan.max_concurrency = static_cast<int64_t>(std::floor(plan.capacity.max_concurrency));
   plan.fits = plan.max_concurrency >= 1;
   if (!plan.fits) {
-    plan.notes.push_back(fmt::format("does not fit: one request of {} tokens needs more than the "
-                                     "KV pool; lower --max-model-len",
-                                     o.max_model_len));
+    plan.notes.push_back(
+        fmt::format("does not fit: one request of {} tokens needs more than the "
+                    "KV pool; lower --max-model-len",
+                    o.max_model_len));
   }
   KV_ASSIGN_OR_RETURN(plan.longest_len_at_max_num_seqs,
                       LongestLenAt(plan.kv_config, plan.kv_pool_bytes, o.max_num_seqs,
@@ -196,7 +200,9 @@ Result<Plan> MakePlan(const ModelDesc& model, const DeviceDesc& device,
   plan.model = model;
   plan.device = device;
   plan.options = options;
-  if (plan.options.tp == 0) plan.options.tp = plan.options.num_gpus;
+  PlanOptions& o = plan.options;
+  if (o.num_gpus == 0) o.num_gpus = std::max(o.tp, 1);
+  if (o.tp == 0) o.tp = o.num_gpus;
   if (plan.options.max_model_len == 0) plan.options.max_model_len = model.max_model_len;
   KV_RETURN_IF_ERROR(ValidateOptions(plan.options, model));
   if (plan.options.max_model_len > model.max_model_len) {

@@ -25,13 +25,13 @@ namespace kvserve::planner {
 
 // The flags of `kvserve plan` (vLLM names), already parsed.
 struct PlanOptions {
-  int num_gpus = 1;               // devices in total (data-parallel replicas x tp)
-  int tp = 0;                     // tensor-parallel size; 0: num_gpus
-  double gpu_memory_utilization = 0.9;  // fraction of device memory kvserve may use
-  int64_t max_model_len = 0;      // 0: the model's own maximum
-  int max_num_seqs = 256;         // concurrent requests (vLLM's default)
-  int64_t max_num_batched_tokens = 8192;  // largest prefill chunk per step (vLLM's default)
-  std::string kv_cache_dtype = "auto";    // for groups without a trained (fixed) format
+  int num_gpus = 0;                            // devices in total (replicas x tp); 0: tp (or 1)
+  int tp = 0;                                  // tensor-parallel size; 0: num_gpus (or 1)
+  double gpu_memory_utilization = 0.9;         // fraction of device memory kvserve may use
+  int64_t max_model_len = 0;                   // 0: the model's own maximum
+  int max_num_seqs = 256;                      // concurrent requests (vLLM's default)
+  int64_t max_num_batched_tokens = 8192;       // largest prefill chunk per step (vLLM's default)
+  std::string kv_cache_dtype = "auto";         // for groups without a trained (fixed) format
   std::vector<std::string> cpu_offload_parts;  // weight parts moved to CPU memory
   uint64_t kv_offloading_bytes = 0;  // CPU KV tier for the whole replica, split across ranks
   std::optional<uint64_t> kv_cache_memory_bytes;  // fixed KV budget per device (CPU default)
@@ -43,22 +43,22 @@ struct PlanOptions {
 struct WeightPlacement {
   std::string name;
   TpPlacement tp = TpPlacement::kSharded;
-  bool offloaded = false;        // lives in CPU memory, not on the device
-  uint64_t model_bytes = 0;      // the whole part
-  uint64_t device_bytes = 0;     // on each device: 0, model_bytes / tp or model_bytes
+  bool offloaded = false;     // lives in CPU memory, not on the device
+  uint64_t model_bytes = 0;   // the whole part
+  uint64_t device_bytes = 0;  // on each device: 0, model_bytes / tp or model_bytes
   std::string note;
 };
 
 // One KV group as allocated on one device.
 struct KvGroupPlan {
   std::string name;
-  std::string spec;               // kv::DescribeSpec of the per-rank spec
-  std::string layers;             // "2,8,14"
-  std::string readers;            // "3-7,9-13,15-19" (no allocation)
-  bool sliding = false;           // holds a fixed window per sequence, not every token
+  std::string spec;                  // kv::DescribeSpec of the per-rank spec
+  std::string layers;                // "2,8,14"
+  std::string readers;               // "3-7,9-13,15-19" (no allocation)
+  bool sliding = false;              // holds a fixed window per sequence, not every token
   bool replicated_under_tp = false;  // per-rank bytes do not divide by tp
-  kv::BytesPerToken per_token;    // per rank, all writer layers
-  kv::GroupCapacity capacity;     // blocks and bytes kv::ComputeCapacity gives this group
+  kv::BytesPerToken per_token;       // per rank, all writer layers
+  kv::GroupCapacity capacity;        // blocks and bytes kv::ComputeCapacity gives this group
   // Fixed per-sequence bytes of a sliding group (kv::MaxMemoryBytes x writer layers): while
   // decoding (chunk 1) and at the prefill peak (chunk = max_num_batched_tokens).
   int64_t decode_seq_bytes = 0;
@@ -73,30 +73,30 @@ struct Plan {
 
   // Priority 1: weights.
   std::vector<WeightPlacement> weights;
-  uint64_t device_weight_bytes = 0;   // resident on each device
-  uint64_t cpu_weight_bytes = 0;      // offloaded parts, one copy per replica's host
+  uint64_t device_weight_bytes = 0;  // resident on each device
+  uint64_t cpu_weight_bytes = 0;     // offloaded parts, one copy per replica's host
   // Priority 2: the runtime.
-  uint64_t usable_bytes = 0;          // gpu_memory_utilization x device memory
-  uint64_t reserve_bytes = 0;         // activations, CUDA graphs, context
+  uint64_t usable_bytes = 0;   // gpu_memory_utilization x device memory
+  uint64_t reserve_bytes = 0;  // activations, CUDA graphs, context
   // Priority 3: the KV pool and what it buys (per device = per TP group).
-  int64_t kv_pool_bytes = 0;          // negative: the weights do not fit
-  bool kv_budget_fixed = false;       // --kv-cache-memory-bytes given
-  bool fits = false;                  // the pool holds at least one max-length request
-  kv::KvCacheConfig kv_config;        // what the server builds (per rank)
-  kv::KvCapacity capacity;            // what kv::ComputeCapacity allocates
+  int64_t kv_pool_bytes = 0;     // negative: the weights do not fit
+  bool kv_budget_fixed = false;  // --kv-cache-memory-bytes given
+  bool fits = false;             // the pool holds at least one max-length request
+  kv::KvCacheConfig kv_config;   // what the server builds (per rank)
+  kv::KvCapacity capacity;       // what kv::ComputeCapacity allocates
   std::vector<KvGroupPlan> groups;
-  double growing_bytes_per_token = 0;  // non-sliding groups: bytes every token adds
+  double growing_bytes_per_token = 0;    // non-sliding groups: bytes every token adds
   double pool_over_bytes_per_token = 0;  // kv_pool_bytes / growing_bytes_per_token
-  int64_t max_concurrency = 0;         // requests of max_model_len at once (per replica)
+  int64_t max_concurrency = 0;           // requests of max_model_len at once (per replica)
   std::optional<int64_t> longest_len_at_max_num_seqs;  // nullopt: not even 1 token each
   int64_t fixed_seq_decode_bytes = 0;  // sum of the sliding groups' decode_seq_bytes
   int64_t fixed_seq_prefill_bytes = 0;
   // CPU memory (per replica host).
-  uint64_t cpu_kv_tier_bytes = 0;      // --kv-offloading-size
-  int64_t cpu_kv_tier_tokens = 0;      // tokens the tier holds (per rank share / per rank bytes)
-  uint64_t cpu_total_bytes = 0;        // offloaded weights + KV tier
+  uint64_t cpu_kv_tier_bytes = 0;  // --kv-offloading-size
+  int64_t cpu_kv_tier_tokens = 0;  // tokens the tier holds (per rank share / per rank bytes)
+  uint64_t cpu_total_bytes = 0;    // offloaded weights + KV tier
 
-  std::vector<std::string> notes;      // warnings and explanations for the report
+  std::vector<std::string> notes;  // warnings and explanations for the report
 };
 
 // The per-rank kv::KvCacheConfig the server builds for this model: heads split by tp,

@@ -69,8 +69,8 @@ Result<kv::KvLayoutSpec> ParseSpec(const Json& g, const std::string& kind) {
     KV_ASSIGN_OR_RETURN(DType dtype, GetDType(g, "dtype", DType::kF16));
     const bool shared = GetBool(g, "shared_kv");
     if (kind == "full_attention") {
-      return kv::KvLayoutSpec(kv::FullAttention{static_cast<int>(heads), static_cast<int>(dim),
-                                                dtype, shared});
+      return kv::KvLayoutSpec(
+          kv::FullAttention{static_cast<int>(heads), static_cast<int>(dim), dtype, shared});
     }
     KV_ASSIGN_OR_RETURN(int64_t window, GetInt(g, "window"));
     return kv::KvLayoutSpec(kv::SlidingWindow{static_cast<int>(window), static_cast<int>(heads),
@@ -201,8 +201,8 @@ Result<ModelDesc> LoadModelPreset(std::string_view name) {
   for (const PresetFile& f : EmbeddedPresetFiles()) {
     if (f.path == path) return ParseModelPreset(f.text);
   }
-  return NotFound(fmt::format("no model preset '{}' (known: {})", name,
-                              JoinNames(ModelPresetNames())));
+  return NotFound(
+      fmt::format("no model preset '{}' (known: {})", name, JoinNames(ModelPresetNames())));
 }
 
 Result<uint64_t> ReadMemTotalBytes() {
@@ -261,8 +261,8 @@ Result<DeviceDesc> LoadDevicePreset(std::string_view name) {
   for (DeviceDesc& d : devices) {
     if (d.name == name) return std::move(d);
   }
-  return NotFound(fmt::format("no device preset '{}' (known: {})", name,
-                              JoinNames(DevicePresetNames())));
+  return NotFound(
+      fmt::format("no device preset '{}' (known: {})", name, JoinNames(DevicePresetNames())));
 }
 
 }  // namespace kvserve::planner

@@ -10,8 +10,12 @@
 namespace kvserve::planner {
 namespace {
 
-double GiB(uint64_t bytes) { return static_cast<double>(bytes) / kGiB; }
-double GiB(int64_t bytes) { return static_cast<double>(bytes) / kGiB; }
+double GiB(uint64_t bytes) {
+  return static_cast<double>(bytes) / kGiB;
+}
+double GiB(int64_t bytes) {
+  return static_cast<double>(bytes) / kGiB;
+}
 
 std::string Placement(const WeightPlacement& w, int tp) {
   if (w.offloaded) return "-> CPU memory";
@@ -67,24 +71,26 @@ void AppendCapacity(const Plan& p, std::string& out) {
   const PlanOptions& o = p.options;
   out += fmt::format("4. KV tokens per replica\n");
   out += fmt::format("   pool / bytes per token = {} / {:g} B = {} tokens\n",
-                     FormatBytes(static_cast<uint64_t>(p.kv_pool_bytes)),
-                     p.growing_bytes_per_token, FormatCount(p.pool_over_bytes_per_token));
-  out += fmt::format("   allocator (kv::ComputeCapacity at max-model-len {}, chunk {}): {} tokens "
-                     "({})\n",
-                     o.max_model_len, o.max_num_batched_tokens, FormatCount(p.capacity.num_tokens),
-                     p.capacity.num_tokens);
+                     FormatBytes(static_cast<uint64_t>(p.kv_pool_bytes)), p.growing_bytes_per_token,
+                     FormatCount(p.pool_over_bytes_per_token));
+  out += fmt::format(
+      "   allocator (kv::ComputeCapacity at max-model-len {}, chunk {}): {} tokens "
+      "({})\n",
+      o.max_model_len, o.max_num_batched_tokens, FormatCount(p.capacity.num_tokens),
+      p.capacity.num_tokens);
   if (p.model.quoted_kv_tokens && p.kv_pool_bytes > 0) {
     const double implied = static_cast<double>(p.kv_pool_bytes) / *p.model.quoted_kv_tokens;
-    out += fmt::format("   quoted: ~{} tokens ({}) implies {:.0f} B = {:.2f} KB per token, {:.2f}x "
-                       "the {:g} B above\n",
-                       FormatCount(static_cast<double>(*p.model.quoted_kv_tokens)),
-                       p.model.quoted_kv_tokens_source, implied, implied / 1000,
-                       implied / p.growing_bytes_per_token, p.growing_bytes_per_token);
+    out += fmt::format(
+        "   quoted: ~{} tokens ({}) implies {:.0f} B = {:.2f} KB per token, {:.2f}x "
+        "the {:g} B above\n",
+        FormatCount(static_cast<double>(*p.model.quoted_kv_tokens)),
+        p.model.quoted_kv_tokens_source, implied, implied / 1000,
+        implied / p.growing_bytes_per_token, p.growing_bytes_per_token);
   }
-  out += fmt::format("5. Max concurrency at --max-model-len {}: {} requests per replica ({} in "
-                     "all)\n   {}\n",
-                     o.max_model_len, p.max_concurrency, p.max_concurrency * p.num_replicas,
-                     p.capacity.formula);
+  out += fmt::format(
+      "5. Max concurrency at --max-model-len {}: {} requests per replica ({} in "
+      "all)\n   {}\n",
+      o.max_model_len, p.max_concurrency, p.max_concurrency * p.num_replicas, p.capacity.formula);
   if (p.longest_len_at_max_num_seqs) {
     out += fmt::format("6. Longest --max-model-len with --max-num-seqs {} all at full length: {}\n",
                        o.max_num_seqs, *p.longest_len_at_max_num_seqs);
@@ -105,9 +111,9 @@ void AppendFixedAndCpu(const Plan& p, std::string& out) {
                        p.options.max_num_batched_tokens);
   }
   if (any) {
-    out += fmt::format("   x --max-num-seqs {} = {} decoding\n", p.options.max_num_seqs,
-                       FormatBytes(static_cast<uint64_t>(p.fixed_seq_decode_bytes) *
-                                   p.options.max_num_seqs));
+    out += fmt::format(
+        "   x --max-num-seqs {} = {} decoding\n", p.options.max_num_seqs,
+        FormatBytes(static_cast<uint64_t>(p.fixed_seq_decode_bytes) * p.options.max_num_seqs));
   } else {
     out += "   none (no sliding-window groups)\n";
   }
@@ -129,9 +135,9 @@ std::string FormatCount(double n) {
 
 std::string FormatPlanText(const Plan& p) {
   const PlanOptions& o = p.options;
-  std::string out = fmt::format("kvserve plan: {} on {} x {} (TP {}, {} replica{})\n",
-                                p.model.name, o.num_gpus, p.device.name, o.tp, p.num_replicas,
-                                p.num_replicas == 1 ? "" : "s");
+  std::string out =
+      fmt::format("kvserve plan: {} on {} x {} (TP {}, {} replica{})\n", p.model.name, o.num_gpus,
+                  p.device.name, o.tp, p.num_replicas, p.num_replicas == 1 ? "" : "s");
   out += fmt::format("device memory {} ({}); x {:.2f} usable = {}\n",
                      FormatBytes(p.device.memory_bytes), p.device.description,
                      o.gpu_memory_utilization, FormatBytes(p.usable_bytes));
@@ -241,9 +247,10 @@ std::string SvgBar(const std::string& title, const std::vector<Segment>& segment
         "stroke=\"#333\"><title>{}: {}</title></rect>\n",
         x, y, kWidth, h, s.color, s.label, FormatBytes(s.bytes));
     if (h >= 12) {
-      out += fmt::format("<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"9\" "
-                         "text-anchor=\"middle\">{} {:.1f}G</text>\n",
-                         x + kWidth / 2, y + h / 2 + 3, s.label, GiB(s.bytes));
+      out += fmt::format(
+          "<text x=\"{:.0f}\" y=\"{:.1f}\" font-size=\"9\" "
+          "text-anchor=\"middle\">{} {:.1f}G</text>\n",
+          x + kWidth / 2, y + h / 2 + 3, s.label, GiB(s.bytes));
     }
   }
   return out;
@@ -255,11 +262,12 @@ std::string PlanToSvg(const Plan& p) {
   std::vector<Segment> device;
   for (const WeightPlacement& w : p.weights) {
     if (w.device_bytes == 0) continue;
-    device.push_back({w.name, w.device_bytes,
-                      w.tp == TpPlacement::kReplicated ? "#e07b39" : "#4a7ab7"});
+    device.push_back(
+        {w.name, w.device_bytes, w.tp == TpPlacement::kReplicated ? "#e07b39" : "#4a7ab7"});
   }
   device.push_back({"reserve", p.reserve_bytes, "#999999"});
-  if (p.kv_pool_bytes > 0) device.push_back({"KV", static_cast<uint64_t>(p.kv_pool_bytes), "#59a14f"});
+  if (p.kv_pool_bytes > 0)
+    device.push_back({"KV", static_cast<uint64_t>(p.kv_pool_bytes), "#59a14f"});
   const uint64_t used = p.device_weight_bytes + p.reserve_bytes +
                         static_cast<uint64_t>(std::max<int64_t>(p.kv_pool_bytes, 0));
   if (p.device.memory_bytes > used) {
@@ -267,8 +275,8 @@ std::string PlanToSvg(const Plan& p) {
   }
   const int bars = std::min(p.options.num_gpus, 16);
   const bool cpu_bar = p.cpu_total_bytes > 0;
-  const double scale = static_cast<double>(std::max<uint64_t>(
-      {p.device.memory_bytes, used, cpu_bar ? p.cpu_total_bytes : 0}));
+  const double scale = static_cast<double>(
+      std::max<uint64_t>({p.device.memory_bytes, used, cpu_bar ? p.cpu_total_bytes : 0}));
   const double width = 40 + 80.0 * (bars + (cpu_bar ? 1 : 0));
   std::string out = fmt::format(
       "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"480\" "

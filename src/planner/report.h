@@ -2,9 +2,8 @@
 // All pure functions of the Plan; thread-safe.
 #pragma once
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "planner/plan.h"
 

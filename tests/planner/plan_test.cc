@@ -1,18 +1,21 @@
 // The planner's numbers: the seed's worked example, TP behaviour, concurrency and context
 // maths with hand-computed values, bad options, and the renderings.
+#include "planner/plan.h"
+
 #include <gtest/gtest.h>
 
 #include <nlohmann/json.hpp>
 
 #include "core/units.h"
-#include "planner/plan.h"
 #include "planner/presets.h"
 #include "planner/report.h"
 
 namespace kvserve::planner {
 namespace {
 
-double GiB(double bytes) { return bytes / kGiB; }
+double GiB(double bytes) {
+  return bytes / kGiB;
+}
 
 Plan MustPlan(const std::string& model, const std::string& device, const PlanOptions& options) {
   Result<ModelDesc> m = LoadModelPreset(model);
@@ -71,7 +74,7 @@ TEST(SeedExample, GroupFormulas) {
   const Plan p = MustPlan("deepseek-v4.1-flash", "h200", SeedOptions());
   ASSERT_EQ(p.groups.size(), 3u);
   EXPECT_TRUE(p.groups[0].sliding);
-  EXPECT_DOUBLE_EQ(p.groups[0].per_token.bytes, 40 * 528.0);  // inside the window only
+  EXPECT_DOUBLE_EQ(p.groups[0].per_token.bytes, 40 * 528.0);     // inside the window only
   EXPECT_DOUBLE_EQ(p.groups[1].per_token.bytes, 3 * 356 / 2.0);  // 534 B
   EXPECT_DOUBLE_EQ(p.groups[2].per_token.bytes, 356.0);
   EXPECT_EQ(p.groups[1].readers, "3-7,9-13,15-19");
@@ -217,9 +220,9 @@ TEST(Report, JsonParsesAndCarriesTheNumbers) {
 TEST(Report, TextAndSvg) {
   const Plan p = MustPlan("deepseek-v4.1-flash", "h200", SeedOptions());
   const std::string text = FormatPlanText(p);
-  for (const char* needle : {"resident weights per device", "81.20 GiB", "copy on every rank",
-                             "-> CPU memory", "890 B", "46.", "2.07 KB", "replicated on every TP rank",
-                             "Fixed per-sequence", "CPU memory"}) {
+  for (const char* needle :
+       {"resident weights per device", "81.20 GiB", "copy on every rank", "-> CPU memory", "890 B",
+        "46.", "2.07 KB", "replicated on every TP rank", "Fixed per-sequence", "CPU memory"}) {
     EXPECT_NE(text.find(needle), std::string::npos) << needle << "\n" << text;
   }
   const std::string svg = PlanToSvg(p);
@@ -227,7 +230,8 @@ TEST(Report, TextAndSvg) {
   EXPECT_NE(svg.find("</svg>"), std::string::npos);
   EXPECT_NE(svg.find("CPU memory"), std::string::npos);
   size_t bars = 0;
-  for (size_t pos = svg.find(">h200 "); pos != std::string::npos; pos = svg.find(">h200 ", pos + 1)) {
+  for (size_t pos = svg.find(">h200 "); pos != std::string::npos;
+       pos = svg.find(">h200 ", pos + 1)) {
     ++bars;
   }
   EXPECT_EQ(bars, 4u);

@@ -1,11 +1,12 @@
 // Preset data files: every one parses and validates, and every number carries a source.
+#include "planner/presets.h"
+
 #include <gtest/gtest.h>
 
 #include <cctype>
 #include <sstream>
 
 #include "core/units.h"
-#include "planner/presets.h"
 
 namespace kvserve::planner {
 namespace {
