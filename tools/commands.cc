@@ -13,7 +13,9 @@ void RegisterCommands(CLI::App& app) {
   RegisterMakeModel(app);
   RegisterInspect(app);
   RegisterPlan(app);
+  RegisterBench(app);
   RegisterGenerate(app);
+  RegisterServe(app);
 }
 
 }  // namespace kvserve::tools

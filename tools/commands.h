@@ -12,7 +12,9 @@ void RegisterCommands(CLI::App& app);
 void RegisterMakeModel(CLI::App& app);  // make_model.cc
 void RegisterInspect(CLI::App& app);    // inspect.cc
 void RegisterPlan(CLI::App& app);       // plan.cc
+void RegisterBench(CLI::App& app);      // bench.cc
 void RegisterGenerate(CLI::App& app);   // generate.cc
+void RegisterServe(CLI::App& app);      // serve.cc
 
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();

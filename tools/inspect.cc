@@ -13,6 +13,7 @@
 #include "core/units.h"
 #include "gguf/ggml_types.h"
 #include "gguf/gguf.h"
+#include "model/v41_config.h"
 #include "tools/commands.h"
 
 namespace kvserve::tools {
@@ -209,11 +210,30 @@ void RunInspect(const InspectOptions& options) {
     SetExitCode(1);
     return;
   }
-  const Result<KvPerToken> kv = ComputeKvPerToken(**file, *kv_type);
+  // kvserve-v41 (model/v41_config.h): a hybrid layout with fixed formats, reported apart.
+  const Result<model::V41Config> v41 = model::ReadV41Config(**file);
+  const Result<KvPerToken> kv =
+      v41.ok() ? Result<KvPerToken>(InvalidArgument("hybrid layout: see the kvserve-v41 lines"))
+               : ComputeKvPerToken(**file, *kv_type);
   if (options.json) {
-    fmt::print("{}\n", ToJson(**file, kv, *kv_type).dump(2));
+    json out = ToJson(**file, kv, *kv_type);
+    if (v41.ok()) {
+      const model::V41KvBytes b = model::ComputeV41KvBytes(*v41);
+      out["v41_kv"] = {{"global_bytes_per_token", b.global_bytes_per_token},
+                       {"latent_bytes_per_token", b.latent_bytes_per_token},
+                       {"index_bytes_per_token", b.index_bytes_per_token},
+                       {"window_row_bytes", b.window_row_bytes},
+                       {"window_bytes_per_sequence", b.window_bytes_per_sequence},
+                       {"formulas", b.lines}};
+    }
+    fmt::print("{}\n", out.dump(2));
   } else {
     PrintText(**file, kv);
+    if (v41.ok()) {
+      for (const std::string& line : model::ComputeV41KvBytes(*v41).lines) {
+        fmt::print("{}\n", line);
+      }
+    }
   }
 }
 

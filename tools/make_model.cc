@@ -13,8 +13,8 @@
 
 #include <CLI/CLI.hpp>
 
-#include "core/units.h"
 #include "gguf/gguf.h"
+#include "model/v41_random_model.h"
 #include "tensor/quant.h"
 #include "tools/commands.h"
 
@@ -218,6 +218,17 @@ int64_t NumParams(const LlamaShape& s) {
   return 2 * s.vocab_size * s.dim + s.dim + s.num_layers * per_layer;
 }
 
+// --arch kvserve-v41: model/v41_random_model.h's presets, plus the tokenizer when weighted.
+Status MakeV41Model(const MakeModelOptions& options) {
+  KV_ASSIGN_OR_RETURN(model::V41ModelSpec spec, model::FindV41Preset(options.preset));
+  spec.matrix_dtype = options.type;
+  spec.seed = options.seed;
+  gguf::GgufWriter writer = model::V41ModelWriter(spec);
+  writer.Set("general.name", Value::Str("kvserve-random-" + options.preset));
+  if (spec.with_weights) SetTokenizerMetadata(spec.config.vocab_size, writer);
+  return writer.Write(options.output_path);
+}
+
 }  // namespace
 
 Result<LlamaShape> FindPreset(std::string_view name) {
@@ -255,8 +266,19 @@ std::vector<std::string> MakeVocabTokens(int64_t vocab_size) {
 }
 
 Status MakeModel(const MakeModelOptions& options) {
-  KV_ASSIGN_OR_RETURN(LlamaShape shape, FindPreset(options.preset));
   using tensor::DType;
+  if (options.arch == model::kV41Architecture) {
+    if (options.type != DType::kF32 && options.type != DType::kF16 &&
+        options.type != DType::kQ8_0 && options.type != DType::kQ4_0) {
+      return InvalidArgument("--type must be one of f32, f16, q8_0, q4_0");
+    }
+    return MakeV41Model(options);
+  }
+  if (options.arch != "llama") {
+    return InvalidArgument(fmt::format("unknown --arch '{}' (llama, {})", options.arch,
+                                       model::kV41Architecture));
+  }
+  KV_ASSIGN_OR_RETURN(LlamaShape shape, FindPreset(options.preset));
   if (options.type != DType::kF32 && options.type != DType::kF16 &&
       options.type != DType::kQ8_0 && options.type != DType::kQ4_0) {
     return InvalidArgument(fmt::format("--type {} is not one of f32, f16, q8_0, q4_0",
@@ -274,8 +296,12 @@ void RegisterMakeModel(CLI::App& app) {
   auto type_name = std::make_shared<std::string>("f32");
   CLI::App* cmd = app.add_subcommand(
       "make-model", "Write a GGUF llama model with deterministic random weights and a vocab");
-  cmd->add_option("--preset", options->preset, "Model shape")
-      ->check(CLI::IsMember({"tiny", "110m"}))
+  cmd->add_option("--arch", options->arch, "Architecture")
+      ->check(CLI::IsMember({std::string("llama"), std::string(model::kV41Architecture)}))
+      ->capture_default_str();
+  cmd->add_option("--preset", options->preset,
+                  "Model shape: tiny, 110m (llama); mini, v41-flash-shape (kvserve-v41)")
+      ->check(CLI::IsMember({"tiny", "110m", "mini", "v41-flash-shape"}))
       ->capture_default_str();
   cmd->add_option("--type", *type_name, "Type of the weight matrices")
       ->check(CLI::IsMember({"f32", "f16", "q8_0", "q4_0"}))
@@ -292,6 +318,12 @@ void RegisterMakeModel(CLI::App& app) {
     }
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (options->arch == model::kV41Architecture) {
+      fmt::print("wrote {}: {} preset {}, {} matrices, seed {} ({:.2f} s)\n",
+                 options->output_path, options->arch, options->preset, *type_name,
+                 options->seed, seconds);
+      return;
+    }
     const LlamaShape shape = *FindPreset(options->preset);
     fmt::print("wrote {}: preset {}, {} matrices, {} parameters, seed {} ({:.2f} s)\n",
                options->output_path, shape.name, *type_name, NumParams(shape), options->seed,

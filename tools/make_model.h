@@ -36,6 +36,7 @@ Result<LlamaShape> FindPreset(std::string_view name);
 std::vector<std::string> MakeVocabTokens(int64_t vocab_size);
 
 struct MakeModelOptions {
+  std::string arch = "llama";  // or "kvserve-v41" (presets mini, v41-flash-shape: model/v41_random_model.h)
   std::string preset = "tiny";
   tensor::DType type = tensor::DType::kF32;  // f32, f16, q8_0 or q4_0
   uint64_t seed = 1;

@@ -1,0 +1,66 @@
+// Sampler cost per token over a 32000-token vocabulary, by sampling mode.
+#include <benchmark/benchmark.h>
+
+#include <cmath>
+#include <vector>
+
+#include "sampling/rng.h"
+#include "sampling/sampler.h"
+
+namespace kvserve::sampling {
+namespace {
+
+constexpr int32_t kVocab = 32000;
+
+std::vector<float> RandomLogits() {
+  std::vector<float> logits(kVocab);
+  for (int32_t i = 0; i < kVocab; ++i) {
+    logits[i] = static_cast<float>(4.0 * UniformDouble(99, i) - 2.0);
+  }
+  return logits;
+}
+
+void Run(benchmark::State& state, const SamplingParams& params) {
+  Sampler sampler(kVocab);
+  const std::vector<float> logits = RandomLogits();
+  std::vector<int32_t> prompt(64, 5);
+  std::vector<int32_t> generated;
+  for (auto _ : state) {
+    SampleResult r = sampler.Sample(logits, params, {prompt, generated}, 1);
+    benchmark::DoNotOptimize(r.token);
+    if (generated.size() < 256) generated.push_back(r.token);
+  }
+}
+
+void BM_Greedy(benchmark::State& state) {
+  SamplingParams p;
+  p.temperature = 0.0f;
+  Run(state, p);
+}
+void BM_Temperature(benchmark::State& state) { Run(state, SamplingParams{}); }
+void BM_TopK50(benchmark::State& state) {
+  SamplingParams p;
+  p.top_k = 50;
+  Run(state, p);
+}
+void BM_TopP09(benchmark::State& state) {
+  SamplingParams p;
+  p.top_p = 0.9f;
+  Run(state, p);
+}
+void BM_PenaltiesTopPLogprobs5(benchmark::State& state) {
+  SamplingParams p;
+  p.top_p = 0.9f;
+  p.repetition_penalty = 1.1f;
+  p.frequency_penalty = 0.5f;
+  p.logprobs = 5;
+  Run(state, p);
+}
+BENCHMARK(BM_Greedy);
+BENCHMARK(BM_Temperature);
+BENCHMARK(BM_TopK50);
+BENCHMARK(BM_TopP09);
+BENCHMARK(BM_PenaltiesTopPLogprobs5);
+
+}  // namespace
+}  // namespace kvserve::sampling

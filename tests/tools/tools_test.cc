@@ -1,0 +1,266 @@
+// End-to-end tests of `kvserve make-model` and `kvserve inspect`: run the built binary, then
+// read what it wrote with the GGUF reader.
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "gguf/gguf.h"
+#include "tensor/quant.h"
+#ifdef KVSERVE_HAVE_TOKENIZER
+#include "tokenizer/tokenizer.h"
+#include "tokenizer/vocab.h"
+#endif
+
+namespace kvserve::tools {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct RunResult {
+  int exit_code = -1;
+  std::string output;  // stdout and stderr
+};
+
+RunResult RunKvserve(const std::string& args) {
+  const std::string command = std::string(KVSERVE_BINARY_DIR "/tools/kvserve ") + args + " 2>&1";
+  RunResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) result.output.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return result;
+}
+
+std::string ReadBytes(const fs::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class ToolsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(KVSERVE_BINARY_DIR "/tools/kvserve"))
+        << "build the kvserve target first";
+    std::string pattern = (fs::temp_directory_path() / "kvserve_tools_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = pattern;
+  }
+  void TearDown() override {
+    std::error_code ignored;
+    fs::remove_all(dir_, ignored);
+  }
+
+  // Runs make-model and returns the file's path.
+  std::string MakeTiny(const std::string& type, int seed, const std::string& name) {
+    const std::string path = (dir_ / name).string();
+    RunResult r = RunKvserve("make-model --preset tiny --type " + type + " --seed " +
+                             std::to_string(seed) + " -o " + path);
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+    return path;
+  }
+
+  fs::path dir_;
+};
+
+void ExpectTinyShapes(const gguf::GgufFile& f, tensor::DType type) {
+  EXPECT_EQ(f.GetString("general.architecture").value(), "llama");
+  EXPECT_EQ(f.GetInt("llama.embedding_length").value(), 128);
+  EXPECT_EQ(f.GetInt("llama.block_count").value(), 4);
+  EXPECT_EQ(f.GetInt("llama.attention.head_count").value(), 4);
+  EXPECT_EQ(f.GetInt("llama.attention.head_count_kv").value(), 2);
+  EXPECT_EQ(f.GetInt("llama.feed_forward_length").value(), 384);
+  EXPECT_EQ(f.GetInt("llama.context_length").value(), 2048);
+  EXPECT_EQ(f.GetInt("llama.rope.dimension_count").value(), 32);
+  EXPECT_FLOAT_EQ(f.GetFloat("llama.attention.layer_norm_rms_epsilon").value(), 1e-5);
+  EXPECT_EQ(f.tensors().size(), 2u + 4u * 9u + 1u);
+  struct Expected {
+    const char* name;
+    std::vector<int64_t> dims;
+    bool is_norm;
+  };
+  for (const Expected& e : std::vector<Expected>{{"token_embd.weight", {128, 512}, false},
+                                                 {"blk.0.attn_norm.weight", {128}, true},
+                                                 {"blk.3.attn_q.weight", {128, 128}, false},
+                                                 {"blk.1.attn_k.weight", {128, 64}, false},
+                                                 {"blk.1.attn_v.weight", {128, 64}, false},
+                                                 {"blk.2.attn_output.weight", {128, 128}, false},
+                                                 {"blk.2.ffn_norm.weight", {128}, true},
+                                                 {"blk.0.ffn_gate.weight", {128, 384}, false},
+                                                 {"blk.0.ffn_up.weight", {128, 384}, false},
+                                                 {"blk.0.ffn_down.weight", {384, 128}, false},
+                                                 {"output_norm.weight", {128}, true},
+                                                 {"output.weight", {128, 512}, false}}) {
+    const gguf::TensorInfo* t = f.FindTensor(e.name);
+    ASSERT_NE(t, nullptr) << e.name;
+    EXPECT_EQ(t->dims, e.dims) << e.name;
+    ASSERT_TRUE(t->dtype.has_value()) << e.name;
+    EXPECT_EQ(*t->dtype, e.is_norm ? tensor::DType::kF32 : type) << e.name;
+  }
+}
+
+void ExpectTinyVocab(const gguf::GgufFile& f) {
+  EXPECT_EQ(f.GetString("tokenizer.ggml.model").value(), "llama");
+  std::vector<std::string> tokens = f.GetStringArray("tokenizer.ggml.tokens").value();
+  ASSERT_EQ(tokens.size(), 512u);
+  EXPECT_EQ(tokens[0], "<unk>");
+  EXPECT_EQ(tokens[1], "<s>");
+  EXPECT_EQ(tokens[2], "</s>");
+  EXPECT_EQ(tokens[3], "<0x00>");
+  EXPECT_EQ(tokens[258], "<0xFF>");
+  EXPECT_EQ(tokens[259], "\xE2\x96\x81");
+  EXPECT_EQ(std::set<std::string>(tokens.begin(), tokens.end()).size(), tokens.size());
+  std::vector<int64_t> types = f.GetIntArray("tokenizer.ggml.token_type").value();
+  ASSERT_EQ(types.size(), 512u);
+  EXPECT_EQ(types[0], 2);
+  EXPECT_EQ(types[1], 3);
+  EXPECT_EQ(types[100], 6);
+  EXPECT_EQ(types[300], 1);
+  std::vector<double> scores = f.GetFloatArray("tokenizer.ggml.scores").value();
+  ASSERT_EQ(scores.size(), 512u);
+  EXPECT_GT(scores[260], scores[400]);  // earlier (shorter, commoner) pieces score higher
+  EXPECT_EQ(f.GetInt("tokenizer.ggml.bos_token_id").value(), 1);
+  EXPECT_EQ(f.GetInt("tokenizer.ggml.eos_token_id").value(), 2);
+  EXPECT_EQ(f.GetInt("tokenizer.ggml.unknown_token_id").value(), 0);
+  EXPECT_TRUE(f.GetBool("tokenizer.ggml.add_bos_token").value());
+  EXPECT_FALSE(f.GetBool("tokenizer.ggml.add_eos_token").value());
+#ifdef KVSERVE_HAVE_TOKENIZER
+  auto vocab = tokenizer::Vocab::FromGguf(f);
+  ASSERT_TRUE(vocab.ok()) << vocab.status().ToString();
+  EXPECT_EQ((*vocab)->num_tokens(), 512);
+  EXPECT_EQ((*vocab)->bos_id(), 1);
+  // Text round-trips; common words are single pieces; other bytes fall back to <0xXX>.
+  auto tok = tokenizer::Tokenizer::FromGguf(f);
+  ASSERT_TRUE(tok.ok()) << tok.status().ToString();
+  const std::string text = "Once upon a time, the cat said \xC3\xA9!";
+  std::vector<int32_t> ids = tok->Encode(text);
+  ASSERT_FALSE(ids.empty());
+  EXPECT_EQ(ids[0], 1);  // BOS
+  EXPECT_EQ(tok->Decode(ids, {.remove_special = true}), text);
+  EXPECT_LT(ids.size(), text.size());
+#endif
+}
+
+// Weights are finite, varied and within the init bound sqrt(3 / fan_in) (plus rounding).
+void ExpectSaneWeights(const gguf::GgufFile& f, const char* name, float bound) {
+  const gguf::TensorInfo* t = f.FindTensor(name);
+  ASSERT_NE(t, nullptr);
+  const int64_t row = t->dims[0];
+  std::vector<float> values(row);
+  tensor::DequantizeRow(*t->dtype, t->data, values.data(), row);
+  std::set<float> distinct(values.begin(), values.end());
+  EXPECT_GT(distinct.size(), 8u) << name;
+  for (float v : values) {
+    ASSERT_TRUE(std::isfinite(v)) << name;
+    EXPECT_LE(std::fabs(v), bound * 1.01f) << name;
+  }
+}
+
+TEST_F(ToolsTest, MakeModelTinyInEveryType) {
+  for (auto [name, type, file_type] :
+       std::vector<std::tuple<std::string, tensor::DType, int64_t>>{
+           {"f32", tensor::DType::kF32, 0},
+           {"f16", tensor::DType::kF16, 1},
+           {"q8_0", tensor::DType::kQ8_0, 7},
+           {"q4_0", tensor::DType::kQ4_0, 2}}) {
+    SCOPED_TRACE(name);
+    const std::string path = MakeTiny(name, 1, "tiny-" + name + ".gguf");
+    auto file = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ((*file)->GetInt("general.file_type").value(), file_type);
+    ExpectTinyShapes(**file, type);
+    ExpectTinyVocab(**file);
+    ExpectSaneWeights(**file, "blk.0.attn_q.weight", std::sqrt(3.0f / 128));
+    ExpectSaneWeights(**file, "blk.0.ffn_down.weight", std::sqrt(3.0f / 384));
+  }
+}
+
+TEST_F(ToolsTest, MakeModelIsDeterministicPerSeed) {
+  const std::string a = ReadBytes(MakeTiny("q8_0", 7, "a.gguf"));
+  const std::string b = ReadBytes(MakeTiny("q8_0", 7, "b.gguf"));
+  const std::string c = ReadBytes(MakeTiny("q8_0", 8, "c.gguf"));
+  ASSERT_FALSE(a.empty());
+  EXPECT_EQ(a, b);
+  ASSERT_EQ(a.size(), c.size());  // same layout, other weights
+  EXPECT_NE(a, c);
+}
+
+TEST_F(ToolsTest, MakeModelRejectsBadArguments) {
+  EXPECT_NE(RunKvserve("make-model --preset huge -o " + (dir_ / "x.gguf").string()).exit_code, 0);
+  EXPECT_NE(RunKvserve("make-model --type q4_1 -o " + (dir_ / "x.gguf").string()).exit_code, 0);
+  EXPECT_NE(RunKvserve("make-model --preset tiny").exit_code, 0);  // no -o
+  RunResult r = RunKvserve("make-model --preset tiny -o " + (dir_ / "no/such/dir.gguf").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("error"), std::string::npos) << r.output;
+}
+
+TEST_F(ToolsTest, InspectPrintsTensorsParametersAndKvCost) {
+  const std::string path = MakeTiny("f16", 1, "tiny.gguf");
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  int64_t num_params = 0;
+  for (const auto& t : (*file)->tensors()) num_params += t.NumElements();
+  EXPECT_EQ(num_params, 918656);
+
+  RunResult r = RunKvserve("inspect " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("parameters: 918656"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("blk.3.ffn_down.weight"), std::string::npos);
+  EXPECT_NE(r.output.find("[string x 512]"), std::string::npos);
+  // 2 x 4 layers x 2 KV heads x 32 head dim x 2 B = 1024 B.
+  EXPECT_NE(r.output.find("2 (K and V) x 4 layers x 2 KV heads x 32 head dim x 2 B (f16) = 1024 B"),
+            std::string::npos)
+      << r.output;
+
+  r = RunKvserve("inspect --json --kv-type q8_0 " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  EXPECT_EQ(j["num_params"], 918656);
+  EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["tensors"].size(), 39u);
+  EXPECT_EQ(j["kv_per_token"]["bytes"], 4 * 2 * 68);  // 64 values of q8_0 = 2 blocks = 68 B
+}
+
+TEST_F(ToolsTest, InspectRejectsBadFiles) {
+  const fs::path garbage = dir_ / "garbage.gguf";
+  {
+    std::ofstream out(garbage, std::ios::binary);
+    out << "this is not a gguf file at all, just some text";
+  }
+  RunResult r = RunKvserve("inspect " + garbage.string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("error: inspect"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("GGUF"), std::string::npos) << r.output;
+
+  // A truncated model.
+  const std::string good = ReadBytes(MakeTiny("f32", 1, "good.gguf"));
+  const fs::path truncated = dir_ / "truncated.gguf";
+  {
+    std::ofstream out(truncated, std::ios::binary);
+    out.write(good.data(), static_cast<std::streamsize>(good.size() / 2));
+  }
+  r = RunKvserve("inspect " + truncated.string());
+  EXPECT_EQ(r.exit_code, 1) << r.output;
+
+  r = RunKvserve("inspect " + (dir_ / "missing.gguf").string());
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
+}
+
+}  // namespace
+}  // namespace kvserve::tools
