@@ -1,0 +1,106 @@
+// OffloadManager: the tiers below the device pool, their I/O threads and the transfer queue.
+//
+// Write policy (what a caller can rely on):
+//   1. Store(key, bytes) runs on the scheduler thread inside the device eviction callback: it
+//      copies the block into the CPU tier at once (the device bytes are about to be reused).
+//   2. The same copy is queued, write-through, to the file tier and to Redis on the write
+//      threads. A block evicted from the CPU tier (LRU) is queued to the file tier again
+//      (a no-op when already there), so CPU evictions cascade to files.
+//   3. Guarantee: once Flush() returns (and at destruction), every stored block whose write
+//      did not fail is in every configured secondary tier. Writes are dropped (counted in
+//      dropped_stores) rather than block the scheduler when more than max_pending_write_bytes
+//      are queued; a dropped or failed write only costs a later recompute.
+// Read policy: CountAvailable and LoadAsync look in CPU, then files, then Redis; LoadAsync
+// fetches each key on a read thread and promotes blocks found below the CPU tier into it.
+// No tier ever serves bytes that failed their checks (offload/record.h).
+//
+// Owns: the tiers, the read and write pools. Thread safety: every method is thread-safe;
+// the callers are the scheduler thread (Store, CountAvailable, LoadAsync) and the metrics
+// reader (Stats).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <future>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "offload/config.h"
+#include "offload/cpu_tier.h"
+#include "offload/file_tier.h"
+#include "offload/io_pool.h"
+#include "offload/record.h"
+#include "offload/redis_tier.h"
+
+namespace kvserve::offload {
+
+// The outcome of one LoadAsync: payloads[i] for i < num_loaded, the leading run that every
+// tier together could serve (null beyond it).
+struct LoadResult {
+  std::vector<BlockKey> keys;
+  std::vector<SharedBytes> payloads;
+  size_t num_loaded = 0;
+  std::array<int64_t, 3> blocks_per_tier{};  // indexed by TierKind, within the leading run
+};
+
+struct OffloadManagerOptions {
+  uint64_t max_pending_write_bytes = 256ull << 20;
+};
+
+class OffloadManager {
+ public:
+  // Opens the tiers of `config` (a file tier directory that cannot be created, or a Redis that
+  // is down, is logged and served around, not an error).
+  static std::unique_ptr<OffloadManager> Create(const OffloadConfig& config,
+                                                RecordIdentity identity,
+                                                OffloadManagerOptions options = {});
+  ~OffloadManager();  // waits for queued writes
+
+  // ---- scheduler API ----
+
+  // A block leaving the device pool. note: bytes.size() is the group's block bytes.
+  void Store(const BlockKey& key, std::span<const std::byte> bytes);
+  // How many leading keys some tier holds (a later load may still come up shorter).
+  size_t CountAvailable(std::span<const BlockKey> keys);
+  // Loads `keys` on the read threads; the future is ready when every key has been tried.
+  std::future<LoadResult> LoadAsync(std::vector<BlockKey> keys);
+  // Blocks until every queued write has been attempted.
+  void Flush();
+
+  // ---- metrics ----
+  std::vector<TierStats> Stats() const;
+  std::string PrometheusText() const;  // RenderPrometheus(Stats()) + manager counters
+  int64_t num_dropped_stores() const { return dropped_stores_.load(); }
+
+  const OffloadConfig& config() const { return config_; }
+  const RecordIdentity& identity() const { return identity_; }
+  CpuTier* cpu_tier() { return cpu_.get(); }
+  FileTier* file_tier() { return file_.get(); }
+  RedisTier* redis_tier() { return redis_.get(); }
+
+ private:
+  struct LoadState;
+  OffloadManager(OffloadConfig config, RecordIdentity identity, OffloadManagerOptions options);
+  // Queues a write of `bytes` to the file tier and/or Redis; false when dropped.
+  bool QueueWrite(const BlockKey& key, SharedBytes bytes, bool to_file, bool to_redis);
+  // One key of a load, on a read thread.
+  void LoadOne(const std::shared_ptr<LoadState>& state, size_t index);
+  static void Finish(LoadState* state);
+
+  const OffloadConfig config_;
+  const RecordIdentity identity_;
+  const OffloadManagerOptions options_;
+  std::unique_ptr<CpuTier> cpu_;
+  std::unique_ptr<FileTier> file_;
+  std::unique_ptr<RedisTier> redis_;
+  std::unique_ptr<IoPool> readers_;
+  std::unique_ptr<IoPool> writers_;
+  std::atomic<int64_t> pending_write_bytes_{0};
+  std::atomic<int64_t> dropped_stores_{0};
+  std::atomic<int64_t> load_requests_{0};
+};
+
+}  // namespace kvserve::offload
