@@ -15,6 +15,7 @@ void RegisterPlan(CLI::App& app);       // plan.cc
 void RegisterBench(CLI::App& app);      // bench.cc
 void RegisterGenerate(CLI::App& app);   // generate.cc
 void RegisterServe(CLI::App& app);      // serve.cc
+void RegisterBenchServe(CLI::App* bench);  // bench_serve.cc: `bench serve`
 
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();

@@ -1,0 +1,117 @@
+// Server: the OpenAI-compatible HTTP front of an AsyncEngine (cpp-httplib).
+//
+// Routes: POST /v1/completions, POST /v1/chat/completions (JSON or SSE), GET /v1/models,
+// GET /health, GET /metrics (Prometheus), POST /tokenize, POST /detokenize, GET /version.
+// Every failure answers an OpenAI-shaped error object (server/api_error.h).
+//
+// Owns the HTTP listener, its worker threads and the admission state (choices in flight,
+// the engine ids to abort at shutdown). The engine, tokenizer and chat template are borrowed
+// and must outlive the Server.
+// Thread safety: Serve() blocks on one thread; Shutdown() may be called from any thread
+// (e.g. a signal-handling one); handlers run on the worker threads.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+
+#include "core/status.h"
+#include "engine/async_engine.h"
+#include "server/metrics_text.h"
+#include "server/protocol.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace kvserve::server {
+
+struct ServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 8000;                  // 0: any free port (Bind() says which)
+  std::string served_model_name;
+  std::string api_key;              // empty: no authentication
+  size_t max_body_bytes = 16 << 20;
+  // Choices in flight beyond max_num_seqs before new requests get 503 + Retry-After.
+  int max_waiting_requests = 1024;
+  int max_num_seqs = 256;           // the engine's
+  int num_http_threads = 128;       // concurrent connections served (streams included)
+  bool reasoning_parser_deepseek = false;
+  int64_t num_kv_blocks = 0;        // for kvserve:kv_cache_used_blocks
+};
+
+// Admission: choices in flight and their engine ids. Thread-safe.
+class Admission {
+ public:
+  explicit Admission(int64_t limit) : limit_(limit) {}
+  // False when draining or when `num_choices` more would pass the limit.
+  bool TryAdmit(int64_t num_choices);
+  void Release(int64_t num_choices);
+  void Track(engine::RequestId id);
+  void Untrack(engine::RequestId id);
+  // Refuses new requests from now on.
+  void StartDraining();
+  bool draining() const;
+  // Waits until nothing is in flight or `timeout` passed; true when nothing is in flight.
+  bool WaitIdle(std::chrono::duration<double> timeout);
+  std::set<engine::RequestId> tracked() const;
+  int64_t in_flight() const;
+
+ private:
+  const int64_t limit_;
+  mutable std::mutex mu_;
+  std::condition_variable idle_;
+  int64_t in_flight_ = 0;
+  bool draining_ = false;
+  std::set<engine::RequestId> ids_;
+};
+
+class Server {
+ public:
+  Server(ServerOptions options, engine::AsyncEngine& engine,
+         const tokenizer::Tokenizer& tokenizer, const tokenizer::ChatTemplate& chat_template);
+  ~Server();
+
+  // Binds host:port; returns the bound port. IoError when the address is taken.
+  Result<int> Bind();
+  // Serves until Shutdown(). note: after a successful Bind().
+  Status Serve();
+  // Refuses new generation requests (503), waits up to `drain_timeout` for in-flight ones,
+  // aborts the rest (their streams end with finish_reason "abort"), then stops the listener.
+  // Idempotent.
+  void Shutdown(std::chrono::duration<double> drain_timeout);
+
+ private:
+  void RegisterRoutes();
+  void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
+  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
+  void HandleMetrics(httplib::Response& res);
+  bool Authorized(const httplib::Request& req) const;
+
+  ServerOptions options_;
+  engine::AsyncEngine& engine_;
+  const tokenizer::Tokenizer& tokenizer_;
+  const tokenizer::ChatTemplate& chat_template_;
+  ParseContext parse_context_;
+  Admission admission_;
+  std::unique_ptr<httplib::Server> http_;
+  std::atomic<int64_t> next_request_ = 0;
+  std::atomic<int64_t> num_rejected_ = 0;
+  std::mutex shutdown_mu_;
+  bool shut_down_ = false;
+};
+
+// Constant-time comparison (no early exit on the first differing byte).
+bool ConstantTimeEquals(std::string_view a, std::string_view b);
+
+}  // namespace kvserve::server

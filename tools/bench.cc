@@ -1,0 +1,194 @@
+// `kvserve bench throughput MODEL --num-prompts N --input-len I --output-len O [knobs]`:
+// offline throughput like `vllm bench throughput`. Runs the engine in-process on random
+// token prompts (fixed seed), every request ignoring EOS and generating exactly O tokens;
+// prints requests/s, total tokens/s and output tokens/s, plus exact TTFT / inter-token
+// latency percentiles and the engine's metrics. A progress bar goes to stderr.
+// --request-rate R spreads arrivals (request i at i / R seconds) for latency measurements
+// under a mixed load; --shared-prefix-len P gives every prompt the same first P tokens.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <random>
+#include <thread>
+
+#include "core/units.h"
+#include "engine/engine.h"
+#include "tools/commands.h"
+
+namespace kvserve::tools {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct BenchFlags {
+  std::string model;
+  int num_prompts = 100;
+  int input_len = 128;
+  int output_len = 128;
+  int shared_prefix_len = 0;
+  double request_rate = std::numeric_limits<double>::infinity();
+  uint64_t seed = 0;
+  std::string kv_cache_memory;
+  engine::EngineConfig config;
+  int64_t max_model_len = 0;
+  bool no_prefix_caching = false;
+};
+
+struct Timing {
+  double arrival = 0;
+  std::vector<double> token_times;  // seconds since start
+};
+
+double Percentile(std::vector<double> values, double q) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const double rank = q * static_cast<double>(values.size() - 1);
+  const size_t lo = static_cast<size_t>(std::floor(rank));
+  const size_t hi = std::min(lo + 1, values.size() - 1);
+  return values[lo] + (values[hi] - values[lo]) * (rank - static_cast<double>(lo));
+}
+
+void DrawProgress(int done, int total, double elapsed) {
+  const int width = 40;
+  const int filled = total ? done * width / total : width;
+  std::fprintf(stderr, "\r[%s%s] %d/%d requests, %.1f s", std::string(filled, '#').c_str(),
+               std::string(width - filled, ' ').c_str(), done, total, elapsed);
+  if (done == total) std::fprintf(stderr, "\n");
+  std::fflush(stderr);
+}
+
+std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t vocab) {
+  std::mt19937_64 rng(f.seed);
+  std::vector<int32_t> prefix(std::min(f.shared_prefix_len, f.input_len));
+  for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % vocab);
+  std::vector<engine::EngineRequest> requests(f.num_prompts);
+  for (int i = 0; i < f.num_prompts; ++i) {
+    engine::EngineRequest& r = requests[i];
+    r.prompt = prefix;
+    while (static_cast<int>(r.prompt.size()) < f.input_len) {
+      r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
+    }
+    r.params.temperature = 1.0f;
+    r.params.ignore_eos = true;
+    r.params.max_tokens = f.output_len;
+    r.params.seed = f.seed + i;
+    r.request_id = std::to_string(i);
+  }
+  return requests;
+}
+
+// Adds requests as they arrive, steps until everything finished; fills `timings`.
+Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, double rate,
+             std::vector<Timing>& timings, double& elapsed) {
+  const Clock::time_point start = Clock::now();
+  auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  std::unordered_map<engine::RequestId, size_t> index;
+  size_t next = 0;
+  int done = 0;
+  const int total = static_cast<int>(requests.size());
+  timings.assign(requests.size(), {});
+  while (done < total) {
+    for (; next < requests.size() && (std::isinf(rate) || next / rate <= now()); ++next) {
+      timings[next].arrival = std::isinf(rate) ? 0.0 : next / rate;
+      KV_ASSIGN_OR_RETURN(engine::RequestId id, eng.AddRequest(std::move(requests[next])));
+      index[id] = next;
+    }
+    if (!eng.HasUnfinished()) {
+      std::this_thread::sleep_for(std::chrono::duration<double>(next / rate - now()));
+      continue;
+    }
+    for (const engine::RequestOutput& out : eng.Step()) {
+      Timing& t = timings[index.at(out.id)];
+      if (out.token) t.token_times.push_back(now());
+      if (out.finish) {
+        if (*out.finish == engine::FinishReason::kError) return Internal(out.error);
+        ++done;
+        DrawProgress(done, total, now());
+      }
+    }
+  }
+  elapsed = now();
+  return Status::Ok();
+}
+
+Status RunThroughput(BenchFlags f) {
+  if (f.num_prompts < 1 || f.input_len < 1 || f.output_len < 1) {
+    return InvalidArgument("--num-prompts, --input-len and --output-len must be at least 1");
+  }
+  if (!(f.request_rate > 0)) return InvalidArgument("--request-rate must be positive");
+  if (!f.kv_cache_memory.empty()) {
+    KV_ASSIGN_OR_RETURN(f.config.kv_cache_bytes, ParseBytes(f.kv_cache_memory));
+  }
+  if (f.max_model_len > 0) f.config.max_model_len = f.max_model_len;
+  f.config.enable_prefix_caching = !f.no_prefix_caching;
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                      engine::Engine::LoadLlama(f.model, f.config));
+  std::vector<Timing> timings;
+  double elapsed = 0;
+  KV_RETURN_IF_ERROR(Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings,
+                           elapsed));
+  std::vector<double> ttft, itl, tpot;
+  for (const Timing& t : timings) {
+    ttft.push_back(t.token_times.front() - t.arrival);
+    for (size_t i = 1; i < t.token_times.size(); ++i) itl.push_back(t.token_times[i] - t.token_times[i - 1]);
+    if (t.token_times.size() > 1) {
+      tpot.push_back((t.token_times.back() - t.token_times.front()) / (t.token_times.size() - 1));
+    }
+  }
+  const double n = f.num_prompts;
+  const double out_tokens = n * f.output_len;
+  fmt::print("Throughput: {:.2f} requests/s, {:.2f} total tokens/s, {:.2f} output tokens/s\n",
+             n / elapsed, n * (f.input_len + f.output_len) / elapsed, out_tokens / elapsed);
+  fmt::print("Elapsed {:.2f} s; {} requests x ({} prompt + {} output) tokens; threads {}, "
+             "max-num-seqs {}, max-num-batched-tokens {}, max-model-len {}\n",
+             elapsed, f.num_prompts, f.input_len, f.output_len, f.config.num_threads,
+             f.config.max_num_seqs, f.config.max_num_batched_tokens, eng->max_model_len());
+  auto ms = [](double s) { return s * 1e3; };
+  double ttft_sum = 0;
+  for (double v : ttft) ttft_sum += v;
+  fmt::print("TTFT ms: mean {:.1f} p50 {:.1f} p99 {:.1f} (first request {:.1f}, last {:.1f})\n",
+             ms(ttft_sum / n), ms(Percentile(ttft, 0.5)), ms(Percentile(ttft, 0.99)),
+             ms(ttft.front()), ms(ttft.back()));
+  fmt::print("Inter-token latency ms: p50 {:.2f} p99 {:.2f}; time per output token ms: p50 {:.2f}\n",
+             ms(Percentile(itl, 0.5)), ms(Percentile(itl, 0.99)), ms(Percentile(tpot, 0.5)));
+  for (const std::string& line : eng->Metrics().Format()) fmt::print("  {}\n", line);
+  return Status::Ok();
+}
+
+}  // namespace
+
+void RegisterBench(CLI::App& app) {
+  CLI::App* bench = app.add_subcommand("bench", "benchmarks of the serving engine");
+  bench->require_subcommand(1);
+  RegisterBenchServe(bench);
+  CLI::App* tp = bench->add_subcommand("throughput", "offline throughput (like vllm bench throughput)");
+  auto f = std::make_shared<BenchFlags>();
+  tp->add_option("model", f->model, "GGUF llama model")->required();
+  tp->add_option("--num-prompts", f->num_prompts, "requests")->capture_default_str();
+  tp->add_option("--input-len", f->input_len, "prompt tokens per request")->capture_default_str();
+  tp->add_option("--output-len", f->output_len, "generated tokens per request")->capture_default_str();
+  tp->add_option("--shared-prefix-len", f->shared_prefix_len, "prompt tokens shared by all");
+  tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
+  tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
+  tp->add_option("--max-num-seqs", f->config.max_num_seqs)->capture_default_str();
+  tp->add_option("--max-num-batched-tokens", f->config.max_num_batched_tokens)->capture_default_str();
+  tp->add_option("--max-model-len", f->max_model_len, "default: the model's context length");
+  tp->add_option("--block-size", f->config.block_size)->capture_default_str();
+  tp->add_option("--kv-cache-memory", f->kv_cache_memory, "KV budget, e.g. 2GiB");
+  tp->add_option("--kv-cache-dtype", f->config.kv_cache_dtype)->capture_default_str();
+  tp->add_option("--threads", f->config.num_threads)->capture_default_str();
+  tp->add_flag("--no-enable-prefix-caching", f->no_prefix_caching);
+  tp->callback([f] {
+    const Status status = RunThroughput(*f);
+    if (!status.ok()) {
+      fmt::print(stderr, "error: bench throughput: {}\n", status.ToString());
+      SetExitCode(1);
+    }
+  });
+}
+
+}  // namespace kvserve::tools

@@ -1,0 +1,193 @@
+// `kvserve serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
+// [--api-key KEY] [--chat-template FILE|NAME] [--reasoning-parser deepseek] [engine knobs]`:
+// the OpenAI-compatible HTTP server (src/server/, docs/server.md). Loads the model, prints the
+// KV capacity lines and the address, and serves until SIGTERM / SIGINT, which drains in-flight
+// requests (up to --shutdown-timeout seconds), aborts the rest and exits 0.
+#include <fmt/format.h>
+#include <pthread.h>
+
+#include <chrono>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "core/log.h"
+#include "core/units.h"
+#include "engine/async_engine.h"
+#include "gguf/gguf.h"
+#include "kv/config.h"
+#include "server/server.h"
+#include "tokenizer/chat_template.h"
+#include "tools/commands.h"
+
+namespace kvserve::tools {
+namespace {
+
+struct ServeFlags {
+  std::string model;
+  server::ServerOptions server;
+  std::string chat_template;       // NAME or FILE; empty: the GGUF's
+  std::string reasoning_parser;    // "" or "deepseek"
+  std::string max_body;            // e.g. "16MiB"
+  std::string kv_cache_memory;
+  int64_t max_model_len = 0;
+  bool no_prefix_caching = false;
+  double shutdown_timeout_s = 10;
+  engine::EngineConfig config;
+};
+
+// --chat-template NAME (a family) or FILE (a Jinja file recognised like GGUF templates);
+// otherwise the GGUF's tokenizer.chat_template, chatml when absent or unrecognised.
+Result<tokenizer::ChatTemplate> LoadChatTemplate(const ServeFlags& f, const gguf::GgufFile& file,
+                                                 const tokenizer::Tokenizer& tok) {
+  const tokenizer::Vocab& vocab = tok.vocab();
+  std::string bos = vocab.bos_id() ? std::string(tok.TokenPiece(*vocab.bos_id(), true)) : "";
+  std::string eos = vocab.eos_id() ? std::string(tok.TokenPiece(*vocab.eos_id(), true)) : "";
+  if (!f.chat_template.empty()) {
+    if (Result<tokenizer::ChatTemplateFamily> family =
+            tokenizer::ParseChatTemplateFamily(f.chat_template);
+        family.ok()) {
+      return tokenizer::ChatTemplate(*family, bos, eos);
+    }
+    std::ifstream in(f.chat_template);
+    if (!in) {
+      return NotFound(fmt::format("--chat-template '{}' is neither a template name nor a "
+                                  "readable file", f.chat_template));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    tokenizer::ChatTemplate t = tokenizer::ChatTemplate::FromJinja(text.str(), bos, eos);
+    if (!t.recognised()) {
+      return InvalidArgument(fmt::format("--chat-template {}: no known template family found",
+                                         f.chat_template));
+    }
+    return t;
+  }
+  KV_ASSIGN_OR_RETURN(std::string jinja, file.GetStringOr("tokenizer.chat_template", ""));
+  tokenizer::ChatTemplate t = tokenizer::ChatTemplate::FromJinja(jinja, bos, eos);
+  if (!t.recognised()) {
+    KV_LOG(INFO, "chat template: {}; using the chatml fallback",
+           jinja.empty() ? "none in the model" : "not recognised");
+  }
+  return t;
+}
+
+// Blocks SIGTERM / SIGINT in the calling thread (and threads it starts later); a dedicated
+// thread takes them with sigwait.
+sigset_t BlockShutdownSignals() {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  std::signal(SIGPIPE, SIG_IGN);  // a client that went away is a failed write, not a crash
+  return set;
+}
+
+Status PrepareConfig(ServeFlags& f) {
+  if (!f.kv_cache_memory.empty()) {
+    KV_ASSIGN_OR_RETURN(f.config.kv_cache_bytes, ParseBytes(f.kv_cache_memory));
+  }
+  if (!f.max_body.empty()) {
+    KV_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(f.max_body));
+    f.server.max_body_bytes = bytes;
+  }
+  if (f.max_model_len > 0) f.config.max_model_len = f.max_model_len;
+  f.config.enable_prefix_caching = !f.no_prefix_caching;
+  if (f.reasoning_parser != "" && f.reasoning_parser != "deepseek") {
+    return InvalidArgument("--reasoning-parser must be deepseek");
+  }
+  f.server.reasoning_parser_deepseek = f.reasoning_parser == "deepseek";
+  if (f.server.served_model_name.empty()) f.server.served_model_name = f.model;
+  f.server.max_num_seqs = f.config.max_num_seqs;
+  if (f.server.max_waiting_requests < 0) return InvalidArgument("--max-waiting-requests < 0");
+  return Status::Ok();
+}
+
+Status RunServe(ServeFlags f) {
+  const sigset_t signals = BlockShutdownSignals();
+  KV_RETURN_IF_ERROR(PrepareConfig(f));
+  const auto t0 = std::chrono::steady_clock::now();
+  KV_LOG(INFO, "loading {} ...", f.model);
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(f.model));
+  KV_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(*file));
+  KV_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadChatTemplate(f, *file, tok));
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                      engine::Engine::LoadLlama(f.model, f.config));
+  for (const std::string& line : kv::FormatCapacityReport(eng->kv().config(), eng->kv().capacity())) {
+    KV_LOG(INFO, "{}", line);
+  }
+  f.server.num_kv_blocks = eng->kv().capacity().groups.front().num_blocks - 1;
+  KV_LOG(INFO, "loaded in {:.2f} s: max-model-len {}, max-num-seqs {}, chat template {}{}",
+         std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
+         eng->max_model_len(), f.config.max_num_seqs,
+         tokenizer::ChatTemplateFamilyName(chat.family()), chat.recognised() ? "" : " (fallback)");
+  engine::AsyncEngine async(std::move(eng));
+  server::Server srv(f.server, async, tok, chat);
+  KV_ASSIGN_OR_RETURN(int port, srv.Bind());
+  fmt::print("kvserve: serving '{}' on http://{}:{} (OpenAI API under /v1)\n",
+             f.server.served_model_name, f.server.host, port);
+  fmt::print("try: curl http://{}:{}/v1/completions -H 'Content-Type: application/json' "
+             "-d '{{\"prompt\": \"Once upon a time\", \"max_tokens\": 32}}'\n",
+             f.server.host, port);
+  std::fflush(stdout);
+  std::thread waiter([&] {
+    int sig = 0;
+    sigwait(&signals, &sig);
+    KV_LOG(INFO, "signal {}: draining (up to {:.0f} s), then exiting", sig, f.shutdown_timeout_s);
+    srv.Shutdown(std::chrono::duration<double>(f.shutdown_timeout_s));
+  });
+  Status served = srv.Serve();
+  if (!served.ok()) pthread_kill(waiter.native_handle(), SIGTERM);
+  waiter.join();
+  KV_LOG(INFO, "server stopped");
+  return served;
+}
+
+void AddEngineFlags(CLI::App* cmd, ServeFlags& f) {
+  cmd->add_option("--max-num-seqs", f.config.max_num_seqs)->capture_default_str();
+  cmd->add_option("--max-num-batched-tokens", f.config.max_num_batched_tokens)
+      ->capture_default_str();
+  cmd->add_option("--max-model-len", f.max_model_len, "default: the model's context length");
+  cmd->add_option("--block-size", f.config.block_size)->capture_default_str();
+  cmd->add_option("--kv-cache-memory", f.kv_cache_memory, "KV budget, e.g. 2GiB");
+  cmd->add_option("--kv-cache-dtype", f.config.kv_cache_dtype)->capture_default_str();
+  cmd->add_option("--threads", f.config.num_threads)->capture_default_str();
+  cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching);
+}
+
+}  // namespace
+
+void RegisterServe(CLI::App& app) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand("serve", "OpenAI-compatible HTTP server");
+  cmd->add_option("model", f->model, "GGUF llama model")->required();
+  cmd->add_option("--host", f->server.host, "address to bind")->capture_default_str();
+  cmd->add_option("--port", f->server.port, "port; 0 = any free one")->capture_default_str();
+  cmd->add_option("--served-model-name", f->server.served_model_name,
+                  "the model name clients send (default: the MODEL path)");
+  cmd->add_option("--api-key", f->server.api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--chat-template", f->chat_template,
+                  "chatml|llama2|llama3|mistral|deepseek|gemma|phi3 or a Jinja FILE");
+  cmd->add_option("--reasoning-parser", f->reasoning_parser, "deepseek: <think> -> "
+                  "reasoning_content");
+  cmd->add_option("--max-waiting-requests", f->server.max_waiting_requests,
+                  "queued choices beyond --max-num-seqs before 503")->capture_default_str();
+  cmd->add_option("--max-request-body", f->max_body, "request body limit (default 16MiB)");
+  cmd->add_option("--http-threads", f->server.num_http_threads, "concurrent connections")
+      ->capture_default_str();
+  cmd->add_option("--shutdown-timeout", f->shutdown_timeout_s,
+                  "seconds SIGTERM waits for in-flight requests")->capture_default_str();
+  AddEngineFlags(cmd, *f);
+  cmd->callback([f] {
+    const Status status = RunServe(*f);
+    if (!status.ok()) {
+      fmt::print(stderr, "error: serve: {}\n", status.ToString());
+      SetExitCode(1);
+    }
+  });
+}
+
+}  // namespace kvserve::tools
