@@ -11,10 +11,12 @@
 
 #include "core/log.h"
 #include "core/thread_pool.h"
+#include "engine/engine.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_layout.h"
 #include "model/llama.h"
+#include "model/v41_config.h"
 #include "sampling/rng.h"
 #include "sampling/sampler.h"
 #include "tokenizer/stream_decoder.h"
@@ -96,6 +98,47 @@ nlohmann::json TokenJson(const tokenizer::Tokenizer& tok, const sampling::Sample
   return {{"id", r.token}, {"text", text}, {"logprob", r.logprob}, {"top_logprobs", top}};
 }
 
+// `kvserve-v41` models (model/v41.h) keep their KV in several groups: they run through the
+// engine (engine/v41_runner.h), which builds every group's block tables.
+Status RunWithEngine(const GenerateOptions& o) {
+  engine::EngineConfig config;
+  config.max_num_seqs = 1;
+  config.max_num_batched_tokens = o.batch_size;
+  config.block_size = o.block_size;
+  config.num_threads = o.threads;
+  if (!o.kv_budget.empty()) {
+    KV_ASSIGN_OR_RETURN(config.kv_cache_bytes, kv::ParseKvBudget(o.kv_budget));
+  }
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(o.model_path));
+  KV_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(*file));
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
+                      engine::Engine::LoadLlama(o.model_path, config));
+  engine::EngineRequest request;
+  request.prompt = tok.Encode(o.prompt, {.add_special = true});
+  request.params = o.sampling;
+  KV_RETURN_IF_ERROR(eng->AddRequest(std::move(request)).status());
+  tokenizer::StreamDecoder decoder(tok);
+  if (!o.json) std::fputs(o.prompt.c_str(), stdout);
+  while (eng->HasUnfinished()) {
+    for (engine::RequestOutput& out : eng->Step()) {
+      if (out.token) {
+        sampling::SampleResult r;
+        r.token = out.token->token;
+        r.logprob = out.token->logprob;
+        r.top_logprobs = out.token->top_logprobs;
+        const std::string text = decoder.Push(r.token);
+        std::fputs(o.json ? (TokenJson(tok, r, text).dump() + "\n").c_str() : text.c_str(),
+                   stdout);
+        std::fflush(stdout);
+      }
+      if (out.finish && !out.error.empty()) return Internal(out.error);
+    }
+  }
+  const std::string tail = decoder.Flush();
+  if (!o.json) std::printf("%s\n", tail.c_str());
+  return Status::Ok();
+}
+
 Status Run(GenerateOptions o) {
   if (o.n_predict < 0) return InvalidArgument("-n must be >= 0");
   if (o.batch_size < 1) return InvalidArgument("--batch-size must be >= 1");
@@ -106,6 +149,13 @@ Status Run(GenerateOptions o) {
   if (o.logprobs > 0) o.sampling.logprobs = o.logprobs;
   o.sampling.max_tokens = o.n_predict;
   KV_RETURN_IF_ERROR(o.sampling.Validate());
+  if (Result<std::unique_ptr<gguf::GgufFile>> probe = gguf::GgufFile::Open(o.model_path);
+      probe.ok()) {
+    if (Result<std::string> arch = (*probe)->GetString("general.architecture");
+        arch.ok() && *arch == model::kV41Architecture) {
+      return RunWithEngine(o);
+    }
+  }
 
   auto t_load = std::chrono::steady_clock::now();
   KV_ASSIGN_OR_RETURN(Loaded loaded, Load(o));

@@ -209,13 +209,14 @@ Status AddWeights(const LlamaShape& s, tensor::DType type, uint64_t seed, gguf::
     KV_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", s.ffn_dim, s.dim, scaled(s.ffn_dim)));
   }
   KV_RETURN_IF_ERROR(ones("output_norm.weight"));
+  if (s.tied_output) return Status::Ok();
   return matrix("output.weight", s.dim, s.vocab_size, 2.0f * scaled(s.dim));
 }
 
 int64_t NumParams(const LlamaShape& s) {
   const int64_t per_layer = 2 * s.dim + 2 * s.dim * s.dim + 2 * s.dim * s.KvDim() +
                             3 * s.dim * s.ffn_dim;
-  return 2 * s.vocab_size * s.dim + s.dim + s.num_layers * per_layer;
+  return (s.tied_output ? 1 : 2) * s.vocab_size * s.dim + s.dim + s.num_layers * per_layer;
 }
 
 // --arch kvserve-v41: model/v41_random_model.h's presets, plus the tokenizer when weighted.
@@ -224,7 +225,7 @@ Status MakeV41Model(const MakeModelOptions& options) {
   spec.matrix_dtype = options.type;
   spec.seed = options.seed;
   gguf::GgufWriter writer = model::V41ModelWriter(spec);
-  writer.Set("general.name", Value::Str("kvserve-random-" + options.preset));
+  writer.Set("general.name", gguf::Value::Str("kvserve-random-" + options.preset));
   if (spec.with_weights) SetTokenizerMetadata(spec.config.vocab_size, writer);
   return writer.Write(options.output_path);
 }
@@ -233,7 +234,7 @@ Status MakeV41Model(const MakeModelOptions& options) {
 
 Result<LlamaShape> FindPreset(std::string_view name) {
   if (name == "tiny") return LlamaShape{"tiny", 128, 4, 4, 2, 384, 512, 2048};
-  if (name == "110m") return LlamaShape{"110m", 768, 12, 12, 12, 2048, 32000, 32768};
+  if (name == "110m") return LlamaShape{"110m", 768, 12, 12, 12, 2048, 32000, 32768, true};
   return InvalidArgument(fmt::format("unknown preset '{}' (expected tiny or 110m)", name));
 }
 

@@ -22,12 +22,13 @@ struct LlamaShape {
   int64_t ffn_dim = 0;
   int64_t vocab_size = 0;
   int64_t context_length = 0;
+  bool tied_output = false;  // no output.weight: logits use token_embd.weight (as llama2.c)
 
   int64_t HeadDim() const { return dim / num_heads; }
   int64_t KvDim() const { return HeadDim() * num_kv_heads; }
 };
 
-// "tiny" (~1M parameters) or "110m" (~134M with the untied output); InvalidArgument otherwise.
+// "tiny" (~1M parameters) or "110m" (110M: llama2.c's stories110M shape, tied output); InvalidArgument otherwise.
 Result<LlamaShape> FindPreset(std::string_view name);
 
 // The SentencePiece-style token texts: <unk>, <s>, </s>, the 256 byte tokens <0x00>..<0xFF>,

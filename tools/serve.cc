@@ -152,7 +152,7 @@ void AddEngineFlags(CLI::App* cmd, ServeFlags& f) {
       ->capture_default_str();
   cmd->add_option("--max-model-len", f.max_model_len, "default: the model's context length");
   cmd->add_option("--block-size", f.config.block_size)->capture_default_str();
-  cmd->add_option("--kv-cache-memory", f.kv_cache_memory, "KV budget, e.g. 2GiB");
+  cmd->add_option("--kv-cache-memory-bytes,--kv-cache-memory", f.kv_cache_memory, "KV budget, e.g. 2GiB");
   cmd->add_option("--kv-cache-dtype", f.config.kv_cache_dtype)->capture_default_str();
   cmd->add_option("--threads", f.config.num_threads)->capture_default_str();
   cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching);

@@ -91,8 +91,7 @@ V41Model::V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config,
   shape.top_k = static_cast<int>(config_.index_top_k);
   attention_scratch_ = std::make_unique<kernels::HybridAttentionScratch>(
       shape, *options_.max_context_tokens, options_.max_threads);
-  const int64_t max_cols =
-      std::max({config_.dim, config_.ffn_dim, h * d, max_ratio * d, d});
+  const int64_t max_cols = std::max({config_.dim, config_.ffn_dim, h * d, max_ratio * d, d});
   matmul_scratch_ = std::make_unique<kernels::MatMulScratch>(t, max_cols);
 }
 
@@ -141,7 +140,8 @@ void V41Model::BuildSequences(const V41Batch& batch, const V41KvViews& kv) {
       CHECK_LE(end_pos, static_cast<int64_t>(s.block_tables[g].size()) * kv.window.block_size)
           << "block table of group " << g << " does not cover the step";
       seqs_[g].push_back({row, static_cast<int32_t>(s.tokens.size()), s.start_pos,
-                          s.block_tables[0], g == 0 ? std::span<const int32_t>() : s.block_tables[g]});
+                          s.block_tables[0],
+                          g == 0 ? std::span<const int32_t>() : s.block_tables[g]});
     }
     for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
       CHECK(s.tokens[i] >= 0 && s.tokens[i] < config_.vocab_size) << "token " << s.tokens[i];
@@ -197,10 +197,10 @@ void V41Model::WriteEntries(int layer, const V41KvViews& kv, ThreadPool& pool) {
       const int32_t first = p + 1 - r;
       for (int j = 0; j < r; ++j) {
         const int32_t pos = first + j;
-        tensor::DequantizeRow(win.dtype,
-                              win.KRow(lk.window_slot, s.window_table[pos / win.block_size],
-                                       pos % win.block_size),
-                              cin_.data() + (e * r + j) * d, d);
+        tensor::DequantizeRow(
+            win.dtype,
+            win.KRow(lk.window_slot, s.window_table[pos / win.block_size], pos % win.block_size),
+            cin_.data() + (e * r + j) * d, d);
       }
       entry_pos_[e] = first;
       entry_seq_[e] = static_cast<int64_t>(si);

@@ -98,7 +98,7 @@ class V41Model {
   std::shared_ptr<const gguf::GgufFile> file_;
   V41Config config_;
   LoadOptions options_;
-  V41KvLayout layout_;  // for slot lookups (block size independent parts only)
+  V41KvLayout layout_;        // for slot lookups (block size independent parts only)
   kernels::RopeParams rope_;  // head_dim D, rope_dim R: applied at offset D - R
 
   kernels::WeightMatrix token_embd_, output_;

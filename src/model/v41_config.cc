@@ -10,7 +10,9 @@
 namespace kvserve::model {
 namespace {
 
-std::string Key(std::string_view suffix) { return fmt::format("{}.{}", kV41Architecture, suffix); }
+std::string Key(std::string_view suffix) {
+  return fmt::format("{}.{}", kV41Architecture, suffix);
+}
 
 Status Positive(int64_t v, std::string_view key) {
   if (v > 0) return Status::Ok();
@@ -38,8 +40,7 @@ Status ReadSources(const gguf::GgufFile& file, V41Config& c) {
   return Status::Ok();
 }
 
-Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
-                   std::vector<int64_t> dims) {
+Status CheckTensor(const gguf::GgufFile& file, const std::string& name, std::vector<int64_t> dims) {
   const gguf::TensorInfo* t = file.FindTensor(name);
   if (t == nullptr) return NotFound(fmt::format("tensor {} is missing", name));
   if (t->dims != dims) {
@@ -64,8 +65,8 @@ Status CheckTensors(const gguf::GgufFile& file, const V41Config& c) {
     KV_RETURN_IF_ERROR(CheckTensor(file, p + "attn_output.weight", {q_dim, c.dim}));
     if (std::optional<V41Source> s = c.SourceOf(l)) {
       if (s->layer == l) {
-        KV_RETURN_IF_ERROR(CheckTensor(file, p + "compress.weight",
-                                       {s->ratio * c.latent_dim, c.latent_dim}));
+        KV_RETURN_IF_ERROR(
+            CheckTensor(file, p + "compress.weight", {s->ratio * c.latent_dim, c.latent_dim}));
         KV_RETURN_IF_ERROR(CheckTensor(file, p + "indexer_k.weight", {c.latent_dim, c.index_dim}));
       }
       KV_RETURN_IF_ERROR(
@@ -82,11 +83,15 @@ Status CheckTensors(const gguf::GgufFile& file, const V41Config& c) {
 
 Status CheckDims(const V41Config& c) {
   for (auto [v, k] : {std::pair{c.context_length, "context_length"},
-                      {c.dim, "embedding_length"}, {c.num_layers, "block_count"},
-                      {c.ffn_dim, "feed_forward_length"}, {c.vocab_size, "vocab_size"},
-                      {c.num_heads, "attention.head_count"}, {c.latent_dim, "attention.key_length"},
+                      {c.dim, "embedding_length"},
+                      {c.num_layers, "block_count"},
+                      {c.ffn_dim, "feed_forward_length"},
+                      {c.vocab_size, "vocab_size"},
+                      {c.num_heads, "attention.head_count"},
+                      {c.latent_dim, "attention.key_length"},
                       {int64_t{c.window}, "attention.sliding_window"},
-                      {c.index_heads, "indexer.head_count"}, {c.index_dim, "indexer.key_length"},
+                      {c.index_heads, "indexer.head_count"},
+                      {c.index_dim, "indexer.key_length"},
                       {c.index_top_k, "indexer.top_k"},
                       {c.candidate_blocks, "indexer.candidate_blocks"},
                       {c.candidate_block_size, "indexer.candidate_block_size"}}) {
@@ -175,10 +180,9 @@ V41KvLayout MakeV41KvLayout(const V41Config& config, int block_size, int64_t max
   int next_slot = num_layers;
   for (int ratio : ratios) {
     kv::KvCacheGroup group;
-    group.spec = kv::CompressedLatent{static_cast<int>(config.latent_dim), ratio,
-                                      static_cast<int>(config.index_dim),
-                                      tensor::DType::kFP4_E2M1_E4M3_16,
-                                      tensor::DType::kFP4_E2M1_E8M0_32};
+    group.spec = kv::CompressedLatent{
+        static_cast<int>(config.latent_dim), ratio, static_cast<int>(config.index_dim),
+        tensor::DType::kFP4_E2M1_E4M3_16, tensor::DType::kFP4_E2M1_E8M0_32};
     const int g = static_cast<int>(kc.groups.size());
     std::map<int, int> source_slot;  // source layer -> its slot
     for (const V41Source& s : config.sources) {
@@ -197,6 +201,34 @@ V41KvLayout MakeV41KvLayout(const V41Config& config, int block_size, int64_t max
   }
   kc.num_layers = next_slot;
   return out;
+}
+
+V41KvBytes ComputeV41KvBytes(const V41Config& c) {
+  V41KvBytes b;
+  const int64_t latent_row = tensor::RowBytes(tensor::DType::kFP4_E2M1_E4M3_16, c.latent_dim);
+  const int64_t index_row = tensor::RowBytes(tensor::DType::kFP4_E2M1_E8M0_32, c.index_dim);
+  double entries = 0;  // entries per token, all sources
+  std::vector<std::string> terms;
+  for (const V41Source& s : c.sources) {
+    entries += 1.0 / s.ratio;
+    terms.push_back(fmt::format("1/{} (layer {})", s.ratio, s.layer));
+  }
+  b.latent_bytes_per_token = entries * static_cast<double>(latent_row);
+  b.index_bytes_per_token = entries * static_cast<double>(index_row);
+  b.global_bytes_per_token = b.latent_bytes_per_token + b.index_bytes_per_token;
+  b.window_row_bytes = tensor::RowBytes(tensor::DType::kFP8_E4M3_E8M0_32, c.latent_dim);
+  b.window_bytes_per_sequence = static_cast<int64_t>(c.window) * c.num_layers * b.window_row_bytes;
+  b.lines.push_back(fmt::format(
+      "global KV per token: {:g} entries ({}) x ({} B latent fp4_e2m1_e4m3_16 x {} + {} B index "
+      "key fp4_e2m1_e8m0_32 x {}) = {:g} B KV + {:g} B indexer = {:g} B",
+      entries, fmt::join(terms, " + "), latent_row, c.latent_dim, index_row, c.index_dim,
+      b.latent_bytes_per_token, b.index_bytes_per_token, b.global_bytes_per_token));
+  b.lines.push_back(fmt::format(
+      "sliding-window KV per sequence: {} tokens x {} layers x {} B (fp8_e4m3_e8m0_32 x {}) = "
+      "{} B ({:.2f} MiB)",
+      c.window, c.num_layers, b.window_row_bytes, c.latent_dim, b.window_bytes_per_sequence,
+      static_cast<double>(b.window_bytes_per_sequence) / (1 << 20)));
+  return b;
 }
 
 }  // namespace kvserve::model

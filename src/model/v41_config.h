@@ -44,19 +44,19 @@ struct V41Config {
   int64_t num_layers = 0;
   int64_t ffn_dim = 0;
   int64_t vocab_size = 0;
-  int64_t num_heads = 0;     // query heads; one KV head (MQA)
-  int64_t latent_dim = 0;    // KV head dim = compressed entry dim
-  int64_t rope_dim = 0;      // rope on the last rope_dim values of q heads, KV rows and entries
+  int64_t num_heads = 0;   // query heads; one KV head (MQA)
+  int64_t latent_dim = 0;  // KV head dim = compressed entry dim
+  int64_t rope_dim = 0;    // rope on the last rope_dim values of q heads, KV rows and entries
   double rope_freq_base = 10000;
   float rms_norm_eps = 1e-6f;
-  int window = 0;            // sliding window tokens (query included)
+  int window = 0;                  // sliding window tokens (query included)
   std::vector<V41Source> sources;  // increasing layers
   int64_t index_heads = 0;
   int64_t index_dim = 0;
   int64_t index_top_k = 0;
-  int64_t candidate_blocks = 2048;     // candidate stage: blocks kept
-  int64_t candidate_block_size = 8;    // candidate stage: entries per block
-  bool has_weights = false;  // false for shape-only files (inspect, planner)
+  int64_t candidate_blocks = 2048;   // candidate stage: blocks kept
+  int64_t candidate_block_size = 8;  // candidate stage: entries per block
+  bool has_weights = false;          // false for shape-only files (inspect, planner)
 
   // The source layer read by `layer`: the nearest source <= layer; nullopt below the first.
   std::optional<V41Source> SourceOf(int layer) const;
@@ -71,10 +71,10 @@ Result<V41Config> ReadV41Config(const gguf::GgufFile& file);
 // each layer id in exactly one group, so a layer's latent membership gets a slot id past
 // num_layers, like planner/kv_config.cc).
 struct V41LayerKv {
-  int window_slot = 0;             // = layer, in group 0 (sliding window)
+  int window_slot = 0;              // = layer, in group 0 (sliding window)
   std::optional<int> latent_group;  // its source's latent group
-  int latent_slot = 0;             // the slot read (the source's slot for readers)
-  bool writes_latent = false;      // a source layer
+  int latent_slot = 0;              // the slot read (the source's slot for readers)
+  bool writes_latent = false;       // a source layer
   int ratio = 1;
 };
 
@@ -91,5 +91,20 @@ struct V41KvLayout {
 // 9-13, 15-19 -> slots 43-57; ratio 1 group: writer 20 -> 58, readers 21-39 -> 59-77.
 V41KvLayout MakeV41KvLayout(const V41Config& config, int block_size, int64_t max_model_len,
                             int64_t max_chunk_tokens);
+
+// Byte truth for `kvserve inspect` (V4.1-Flash: 890 B/token global, 2.58 MiB window/sequence).
+//   global per token = sum over sources (latent_row + index_row) / ratio
+//     flash: (288 + 68) x (3 x 1/2 + 1 x 1) = 720 B latent + 170 B indexer = 890 B
+//   window per sequence = window x layers x row (FP8 E4M3 + E8M0/32 of latent_dim values)
+//     flash: 128 x 40 x 528 B = 2703360 B = 2.58 MiB
+struct V41KvBytes {
+  double latent_bytes_per_token = 0;  // compressed latent rows
+  double index_bytes_per_token = 0;   // indexer keys
+  double global_bytes_per_token = 0;  // the two above
+  int64_t window_row_bytes = 0;       // one token, one layer
+  int64_t window_bytes_per_sequence = 0;
+  std::vector<std::string> lines;  // the formulas, for people
+};
+V41KvBytes ComputeV41KvBytes(const V41Config& config);
 
 }  // namespace kvserve::model

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kv/config.h"
 
 namespace kvserve::planner {
@@ -24,6 +26,43 @@ void AddWeights(const gguf::GgufFile& file, ModelDesc& model) {
   }
   model.parts = {replicated, sharded};
   model.total_weight_bytes = replicated.bytes + sharded.bytes;
+}
+
+// `kvserve-v41` (model/v41_config.h, docs/v41-attention.md): a sliding window in every layer
+// (one FP8 row of key_length values per token, K = V) plus one compressed-latent group per
+// distinct ratio, written by its source layers and read by the layers up to the next source.
+// The planner reads the metadata keys itself (it does not link model/).
+Result<std::vector<KvGroupDesc>> V41KvGroups(const gguf::GgufFile& file, int num_layers,
+                                             int64_t window) {
+  const std::string a = "kvserve-v41.";
+  KV_ASSIGN_OR_RETURN(int64_t latent_dim, file.GetInt(a + "attention.key_length"));
+  KV_ASSIGN_OR_RETURN(int64_t index_dim, file.GetInt(a + "indexer.key_length"));
+  KV_ASSIGN_OR_RETURN(std::vector<int64_t> sources, file.GetIntArray(a + "compress.source_layers"));
+  KV_ASSIGN_OR_RETURN(std::vector<int64_t> ratios, file.GetIntArray(a + "compress.ratios"));
+  if (sources.size() != ratios.size()) return InvalidArgument("kvserve-v41: sources != ratios");
+  std::vector<KvGroupDesc> groups(1);
+  groups[0].name = "window";
+  groups[0].spec = kv::SlidingWindow{static_cast<int>(window), 1, static_cast<int>(latent_dim),
+                                     tensor::DType::kFP8_E4M3_E8M0_32, true};
+  for (int l = 0; l < num_layers; ++l) groups[0].layers.push_back(l);
+  groups[0].fixed_dtype = true;
+  for (size_t i = 0; i < sources.size(); ++i) {
+    const std::string name = fmt::format("latent/{}", ratios[i]);
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](const KvGroupDesc& g) { return g.name == name; });
+    if (it == groups.end()) {
+      KvGroupDesc g;
+      g.name = name;
+      g.spec = kv::CompressedLatent{static_cast<int>(latent_dim), static_cast<int>(ratios[i]),
+                                    static_cast<int>(index_dim)};
+      g.fixed_dtype = true;
+      it = groups.insert(groups.end(), std::move(g));
+    }
+    it->layers.push_back(static_cast<int>(sources[i]));
+    const int64_t end = i + 1 < sources.size() ? sources[i + 1] : num_layers;
+    for (int64_t r = sources[i] + 1; r < end; ++r) it->readers.push_back(static_cast<int>(r));
+  }
+  return groups;
 }
 
 }  // namespace
@@ -59,7 +98,11 @@ Result<ModelDesc> ModelFromGguf(const gguf::GgufFile& file) {
     group.spec =
         kv::FullAttention{static_cast<int>(kv_heads), static_cast<int>(head_dim), dtype, false};
   }
-  model.kv_groups.push_back(std::move(group));
+  if (arch == "kvserve-v41") {
+    KV_ASSIGN_OR_RETURN(model.kv_groups, V41KvGroups(file, model.num_layers, window));
+  } else {
+    model.kv_groups.push_back(std::move(group));
+  }
   AddWeights(file, model);
   KV_RETURN_IF_ERROR(ValidateModel(model, /*block_size=*/16).WithContext(file.path()));
   return model;

@@ -29,7 +29,7 @@ struct Cache {
   std::vector<std::byte> window_buf, latent_buf;
   tensor::PagedKvView window;
   tensor::PagedLatentView latent;
-  std::vector<int32_t> table;        // scattered block ids
+  std::vector<int32_t> table;                            // scattered block ids
   std::vector<std::vector<double>> rows, entries, keys;  // dense, as stored
 };
 
@@ -52,8 +52,8 @@ Cache MakeCache(const HybridAttentionShape& s, int tokens, bool same_keys, std::
   const size_t page = epb * (lat_bytes + idx_bytes);
   c.latent_buf.resize(c.num_blocks * page);
   c.latent = {kBlock, s.ratio, kLatentType, s.head_dim, kIndexType, s.index_dim, {{}}};
-  c.latent.layers[0] = {c.latent_buf.data(), c.latent_buf.data() + epb * lat_bytes, page,
-                        lat_bytes, idx_bytes};
+  c.latent.layers[0] = {c.latent_buf.data(), c.latent_buf.data() + epb * lat_bytes, page, lat_bytes,
+                        idx_bytes};
   std::vector<float> v(s.head_dim), back(s.head_dim), key(s.index_dim), kback(s.index_dim);
   std::vector<float> shared_key(s.index_dim);
   for (float& x : shared_key) x = u(rng);
@@ -93,7 +93,8 @@ std::vector<int> RefSelect(const HybridAttentionShape& s, const Cache& c, int vi
     double total = 0;
     for (int h = 0; h < s.index_heads; ++h) {
       double dot = 0;
-      for (int d = 0; d < s.index_dim; ++d) dot += double{q_idx[h * s.index_dim + d]} * c.keys[i][d];
+      for (int d = 0; d < s.index_dim; ++d)
+        dot += double{q_idx[h * s.index_dim + d]} * c.keys[i][d];
       total += (dot > 0 ? dot : 0) * double{w[h]};
     }
     score[i] = total;
@@ -121,8 +122,8 @@ std::vector<int> RefSelect(const HybridAttentionShape& s, const Cache& c, int vi
   return pool;
 }
 
-std::vector<double> RefAttend(const HybridAttentionShape& s, const Cache& c, int p,
-                              const float* q, const float* q_idx, const float* w) {
+std::vector<double> RefAttend(const HybridAttentionShape& s, const Cache& c, int p, const float* q,
+                              const float* q_idx, const float* w) {
   std::vector<const std::vector<double>*> rows;
   for (int j = std::max(0, p - s.window + 1); j <= p; ++j) rows.push_back(&c.rows[j]);
   for (int i : RefSelect(s, c, (p + 1) / s.ratio, q_idx, w)) rows.push_back(&c.entries[i]);
@@ -138,7 +139,8 @@ std::vector<double> RefAttend(const HybridAttentionShape& s, const Cache& c, int
     double sum = 0;
     for (double& l : logit) sum += (l = std::exp(l - m));
     for (size_t j = 0; j < rows.size(); ++j) {
-      for (int d = 0; d < s.head_dim; ++d) out[h * s.head_dim + d] += logit[j] / sum * (*rows[j])[d];
+      for (int d = 0; d < s.head_dim; ++d)
+        out[h * s.head_dim + d] += logit[j] / sum * (*rows[j])[d];
     }
   }
   return out;
@@ -214,7 +216,9 @@ void CheckAgainstReference(const HybridAttentionShape& s, int tokens, bool same_
   EXPECT_GT(num_selections, 5) << "the test must exercise the indexer";
 }
 
-TEST(V41Attention, MatchesFloat64Reference) { CheckAgainstReference(TestShape(), 40, false, 7); }
+TEST(V41Attention, MatchesFloat64Reference) {
+  CheckAgainstReference(TestShape(), 40, false, 7);
+}
 
 TEST(V41Attention, RatioOneMatchesReference) {
   HybridAttentionShape s = TestShape();
@@ -253,7 +257,8 @@ TEST(V41Attention, FewEntriesSelectsAll) {
   HybridAttentionScratch scratch(s, 16, 1);
   std::vector<int32_t> selected(s.top_k);
   EXPECT_EQ(SelectEntries(s, c.latent, 0, c.table, 0, in.q_idx.data(), in.w.data(),
-                          scratch.thread(0), selected.data()), 0);
+                          scratch.thread(0), selected.data()),
+            0);
   const int n = SelectEntries(s, c.latent, 0, c.table, 4, in.q_idx.data(), in.w.data(),
                               scratch.thread(0), selected.data());
   EXPECT_EQ(std::vector<int32_t>(selected.begin(), selected.begin() + n),
