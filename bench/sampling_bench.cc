@@ -64,3 +64,5 @@ BENCHMARK(BM_PenaltiesTopPLogprobs5);
 
 }  // namespace
 }  // namespace kvserve::sampling
+
+BENCHMARK_MAIN();

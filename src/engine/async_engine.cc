@@ -77,10 +77,7 @@ void AsyncEngine::Loop() {
       cv_.wait(lock, [&] {
         return stop_ || !inbox_.empty() || !aborts_.empty() || engine_->HasUnfinished();
       });
-      if (stop_) {
-        adds.swap(inbox_);
-        break;
-      }
+      if (stop_) break;  // inbox_ is drained below
       adds.swap(inbox_);
       aborts.swap(aborts_);
     }

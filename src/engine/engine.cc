@@ -1,5 +1,7 @@
 #include "engine/engine.h"
 
+#include "engine/v41_runner.h"
+
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -55,6 +57,10 @@ Result<std::unique_ptr<Engine>> Engine::LoadLlama(const std::string& path,
                                                   const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
   std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
+  if (Result<std::string> arch = file->GetString("general.architecture");
+      arch.ok() && *arch == model::kV41Architecture) {
+    return LoadV41Engine(std::move(file), config);  // engine/v41_runner.h
+  }
   KV_ASSIGN_OR_RETURN(model::ModelConfig mc, model::ReadModelConfig(*file));
   KV_ASSIGN_OR_RETURN(tensor::DType kv_dtype, kv::ParseKvCacheDType(
                                                   config.kv_cache_dtype,
@@ -97,7 +103,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
                                 kv_config.max_model_len};
   KV_RETURN_IF_ERROR(scheduler::ValidateSchedulerConfig(sc));
   if (config.num_threads < 1) return InvalidArgument("--threads must be at least 1");
-  if (kv_config.groups.size() != 1) {
+  if (kv_config.groups.size() != 1 && !runner->UsesKvGroups()) {
     return Unimplemented("the engine runs models with one KV cache group");
   }
   const uint64_t budget =
@@ -105,7 +111,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(kv_config, budget, kv_options));
   for (const std::string& line : kv::FormatCapacityReport(kv_config, kv->capacity())) {
-    KV_LOG(INFO, "{}", line);
+    KV_LOG(DEBUG, "{}", line);
   }
   return std::unique_ptr<Engine>(new Engine(std::move(runner), std::move(kv), config,
                                             kv_config.max_model_len, eos_token_id));
@@ -171,7 +177,13 @@ bool Engine::Abort(RequestId id) {
 std::vector<RequestOutput> Engine::Step() {
   const scheduler::SchedulerOutput plan = scheduler_->Schedule();
   BuildBatch(plan);
-  if (!batch_.sequences.empty()) runner_->Execute(batch_, kv_view_, pool_, logits_.data());
+  if (!batch_.sequences.empty()) {
+    if (runner_->UsesKvGroups()) {
+      runner_->ExecuteGroups(batch_, group_tables_, *kv_, pool_, logits_.data());
+    } else {
+      runner_->Execute(batch_, kv_view_, pool_, logits_.data());
+    }
+  }
   const std::vector<scheduler::SampledToken> sampled = SampleAll(plan);
   const std::vector<scheduler::FinishedRequest> finished =
       scheduler_->UpdateFromOutput(plan, sampled);
@@ -180,6 +192,11 @@ std::vector<RequestOutput> Engine::Step() {
 
 void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
   batch_.sequences.clear();
+  group_tables_.resize(plan.scheduled.size());
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    group_tables_[i].assign(plan.scheduled[i].block_tables.begin(),
+                            plan.scheduled[i].block_tables.end());
+  }
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
     model::SequenceInput seq;
     seq.tokens = s.tokens;

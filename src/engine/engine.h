@@ -68,7 +68,8 @@ struct RequestOutput {
 
 class Engine {
  public:
-  // Loads a GGUF llama model. max_model_len: config's, else the model's context length,
+  // Loads a GGUF llama model (a `kvserve-v41` file goes to LoadV41Engine, engine/v41_runner.h).
+  // max_model_len: config's, else the model's context length,
   // lowered (with a warning naming the numbers) when the KV budget cannot hold one request
   // that long; an explicit one that does not fit is InvalidArgument.
   static Result<std::unique_ptr<Engine>> LoadLlama(const std::string& path,
@@ -97,6 +98,7 @@ class Engine {
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
   int64_t max_model_len() const { return scheduler_->config().max_model_len; }
+  int32_t vocab_size() const { return runner_->vocab_size(); }
   const scheduler::Scheduler& scheduler() const { return *scheduler_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
   MetricsSnapshot Metrics() const;
@@ -133,6 +135,7 @@ class Engine {
 
   // Per-step buffers, reused.
   model::ForwardBatch batch_;
+  std::vector<std::vector<std::span<const int32_t>>> group_tables_;  // [sequence][group]
   std::vector<float> logits_;             // (max_num_seqs, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;

@@ -5,8 +5,12 @@
 
 #include <cstdint>
 #include <memory>
+#include <span>
+#include <vector>
 
+#include "core/check.h"
 #include "core/thread_pool.h"
+#include "kv/kv_cache_manager.h"
 #include "model/llama.h"
 #include "tensor/kv_view.h"
 
@@ -24,6 +28,16 @@ class ModelRunner {
   // K/V, never on the rest of the batch, the chunking or the thread count.
   virtual void Execute(const model::ForwardBatch& batch, const tensor::PagedKvView& kv,
                        ThreadPool& pool, float* logits) = 0;
+
+  // Models whose KV spans several groups (model/v41.h) return true; the engine then calls
+  // ExecuteGroups, with group_tables[i][g] = sequence i's block table in KV group g (the
+  // batch's SequenceInput::block_table is group 0's), and the manager that owns the arenas.
+  virtual bool UsesKvGroups() const { return false; }
+  virtual void ExecuteGroups(const model::ForwardBatch& batch,
+                             std::span<const std::vector<std::span<const int32_t>>> group_tables,
+                             const kv::KvCacheManager& kv, ThreadPool& pool, float* logits) {
+    CHECK(false) << "this runner uses one KV group (UsesKvGroups() is false)";
+  }
 };
 
 // The real model. Owns the LlamaModel.

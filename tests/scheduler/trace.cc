@@ -123,6 +123,7 @@ class Trace {
       const std::string source = value.substr(0, value.find(':'));
       shared = std::stoll(value.substr(value.find(':') + 1));
       const auto& src = specs_.at(source).prompt;
+      shared = std::min<int64_t>(shared, static_cast<int64_t>(src.size()));
       spec.prompt.assign(src.begin(), src.begin() + shared);
     }
     for (int64_t i = shared; i < len; ++i) {
