@@ -1,6 +1,8 @@
 #include "http_client.h"
 
+#include <chrono>
 #include <sstream>
+#include <thread>
 
 namespace kvserve::server::testing {
 
@@ -67,9 +69,16 @@ StreamReply PostStream(int port, const std::string& path, json body,
     }
     return true;
   };
-  httplib::Result res = client.send(req);
-  if (res && reply.status == 0) reply.status = res->status;
-  return reply;
+  // Like the openai clients, retry a request that got no response at all (refused or reset
+  // before any byte came back): httplib 0.11's listen backlog is 5, so a burst of 50 connects
+  // can see some connections dropped at first.
+  for (int attempt = 0;; ++attempt) {
+    httplib::Result res = client.send(req);
+    if (res && reply.status == 0) reply.status = res->status;
+    const bool never_connected = !res && reply.status == 0 && reply.chunks.empty();
+    if (!never_connected || attempt == 4) return reply;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100 * (attempt + 1)));
+  }
 }
 
 std::string StreamText(const StreamReply& reply, int index) {
