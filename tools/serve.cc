@@ -18,6 +18,7 @@
 #include "engine/async_engine.h"
 #include "gguf/gguf.h"
 #include "kv/config.h"
+#include "offload/config.h"
 #include "server/server.h"
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
@@ -34,6 +35,8 @@ struct ServeFlags {
   std::string kv_cache_memory;
   int64_t max_model_len = 0;
   bool no_prefix_caching = false;
+  std::string kv_transfer_config;  // JSON (vLLM's OffloadingConnector shape)
+  std::string kv_offloading_size;  // GiB of CPU tier
   double shutdown_timeout_s = 10;
   engine::EngineConfig config;
 };
@@ -96,6 +99,18 @@ Status PrepareConfig(ServeFlags& f) {
   }
   if (f.max_model_len > 0) f.config.max_model_len = f.max_model_len;
   f.config.enable_prefix_caching = !f.no_prefix_caching;
+  if (!f.kv_transfer_config.empty() && !f.kv_offloading_size.empty()) {
+    return InvalidArgument("give either --kv-transfer-config or --kv-offloading-size, not both");
+  }
+  if (!f.kv_transfer_config.empty()) {
+    KV_ASSIGN_OR_RETURN(offload::OffloadConfig oc,
+                        offload::ParseKvTransferConfig(f.kv_transfer_config));
+    f.config.offload = std::move(oc);
+  } else if (!f.kv_offloading_size.empty()) {
+    KV_ASSIGN_OR_RETURN(offload::OffloadConfig oc,
+                        offload::OffloadConfigFromSize(f.kv_offloading_size));
+    f.config.offload = std::move(oc);
+  }
   if (f.reasoning_parser != "" && f.reasoning_parser != "deepseek") {
     return InvalidArgument("--reasoning-parser must be deepseek");
   }
@@ -156,6 +171,10 @@ void AddEngineFlags(CLI::App* cmd, ServeFlags& f) {
   cmd->add_option("--kv-cache-dtype", f.config.kv_cache_dtype)->capture_default_str();
   cmd->add_option("--threads", f.config.num_threads)->capture_default_str();
   cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching);
+  cmd->add_option("--kv-transfer-config", f.kv_transfer_config,
+                  "KV offload tiers as JSON (OffloadingConnector; docs/offload.md)");
+  cmd->add_option("--kv-offloading-size", f.kv_offloading_size,
+                  "GiB of CPU memory for a KV offload tier (shorthand)");
 }
 
 }  // namespace

@@ -82,10 +82,16 @@ void AsyncEngine::Loop() {
       aborts.swap(aborts_);
     }
     ApplyInbox(std::move(adds), std::move(aborts));
-    if (engine_->HasUnfinished()) Dispatch(engine_->Step());
+    std::vector<RequestOutput> outputs;
+    if (engine_->HasUnfinished()) outputs = engine_->Step();
+    // Publish the metrics before the outputs: a client that saw its request finish then
+    // reads metrics that count it.
     MetricsSnapshot snapshot = engine_->Metrics();
-    std::lock_guard<std::mutex> lock(mu_);
-    metrics_ = std::move(snapshot);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      metrics_ = std::move(snapshot);
+    }
+    Dispatch(std::move(outputs));
   }
   // Shutting down: everything still open ends with kAbort.
   std::vector<Pending> never_started;

@@ -108,24 +108,38 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
   }
   const uint64_t budget =
       config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  if (config.offload && !kv_options.enable_prefix_caching) {
+    return InvalidArgument("KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
+                           "prefix caching; drop --no-enable-prefix-caching");
+  }
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(kv_config, budget, kv_options));
   for (const std::string& line : kv::FormatCapacityReport(kv_config, kv->capacity())) {
     KV_LOG(DEBUG, "{}", line);
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(runner), std::move(kv), config,
+  std::unique_ptr<offload::TieredKvConnector> connector;
+  if (config.offload) {
+    connector = std::make_unique<offload::TieredKvConnector>(
+        offload::OffloadManager::Create(
+            *config.offload, offload::MakeRecordIdentity(kv_config, kv_options.fingerprint)),
+        kv.get());
+  }
+  return std::unique_ptr<Engine>(new Engine(std::move(runner), std::move(kv),
+                                            std::move(connector), config,
                                             kv_config.max_model_len, eos_token_id));
 }
 
 Engine::Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
-               const EngineConfig& config, int64_t max_model_len, std::optional<int32_t> eos)
+               std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
+               int64_t max_model_len, std::optional<int32_t> eos)
     : config_(config),
       runner_(std::move(runner)),
       kv_(std::move(kv)),
+      connector_(std::move(connector)),
       scheduler_(std::make_unique<scheduler::Scheduler>(
           scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                      max_model_len},
-          kv_.get())),
+          kv_.get(), connector_.get())),
       kv_view_(kv_->KvView(0)),
       pool_(config.num_threads),
       sampler_(runner_->vocab_size()),
@@ -198,6 +212,7 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
                             plan.scheduled[i].block_tables.end());
   }
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
+    if (s.is_new) states_.at(s.id).num_cached_tokens = s.num_computed_tokens;
     model::SequenceInput seq;
     seq.tokens = s.tokens;
     seq.start_pos = static_cast<int32_t>(s.num_computed_tokens);
@@ -252,12 +267,18 @@ std::vector<RequestOutput> Engine::CollectOutputs(
       metrics_.inter_token_latency_s.Observe(Seconds(now - state.last_token));
     }
     state.last_token = now;
-    outputs.push_back({sampled[i].id, std::move(step_tokens_[i]), std::nullopt, ""});
+    outputs.push_back(
+        {sampled[i].id, std::move(step_tokens_[i]), std::nullopt, "", state.num_cached_tokens});
   }
   auto record = [&](const scheduler::FinishedRequest& f) {
     auto it = std::find_if(outputs.begin(), outputs.end(),
                            [&](const RequestOutput& o) { return o.id == f.id; });
-    if (it == outputs.end()) it = outputs.insert(outputs.end(), RequestOutput{f.id, {}, {}, ""});
+    if (it == outputs.end()) {
+      auto state = states_.find(f.id);
+      it = outputs.insert(outputs.end(),
+                          RequestOutput{f.id, {}, {}, "",
+                                        state == states_.end() ? 0 : state->second.num_cached_tokens});
+    }
     it->finish = f.reason;
     it->error = f.message;
     RecordFinish(f.id, now);
@@ -293,6 +314,8 @@ MetricsSnapshot Engine::Metrics() const {
   snapshot.num_preemptions = stats.num_preemptions;
   snapshot.prefix_cache_queries = stats.prefix_query_tokens;
   snapshot.prefix_cache_hits = stats.prefix_hit_tokens;
+  snapshot.prefix_cache_loaded = stats.prefix_loaded_tokens;
+  if (connector_) snapshot.offload_prometheus = connector_->manager().PrometheusText();
   snapshot.kv_usage = kv_->Stats().usage;
   return snapshot;
 }

@@ -24,6 +24,8 @@
 #include "engine/metrics.h"
 #include "engine/model_runner.h"
 #include "kv/kv_cache_manager.h"
+#include "offload/config.h"
+#include "offload/tiered_connector.h"
 #include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 #include "scheduler/scheduler.h"
@@ -43,6 +45,9 @@ struct EngineConfig {
   std::string kv_cache_dtype = "auto";    // --kv-cache-dtype
   bool enable_prefix_caching = true;      // --enable-prefix-caching / --no-enable-prefix-caching
   int num_threads = 1;                    // --threads
+  // --kv-transfer-config / --kv-offloading-size: KV tiers below the device pool (needs
+  // prefix caching).
+  std::optional<offload::OffloadConfig> offload;
 };
 
 struct EngineRequest {
@@ -64,6 +69,7 @@ struct RequestOutput {
   std::optional<TokenOutput> token;
   std::optional<FinishReason> finish;
   std::string error;  // for kError
+  int64_t num_cached_tokens = 0;  // prompt tokens served from a cache tier at admission
 };
 
 class Engine {
@@ -101,6 +107,10 @@ class Engine {
   int32_t vocab_size() const { return runner_->vocab_size(); }
   const scheduler::Scheduler& scheduler() const { return *scheduler_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
+  // The offload tiers, or null when none is configured.
+  const offload::OffloadManager* offload() const {
+    return connector_ ? &connector_->manager() : nullptr;
+  }
   MetricsSnapshot Metrics() const;
 
  private:
@@ -111,10 +121,12 @@ class Engine {
     Clock::time_point arrival, first_scheduled, first_token, last_token;
     bool scheduled = false;
     int64_t num_generated = 0;
+    int64_t num_cached_tokens = 0;  // at the latest admission
   };
 
   Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
-         const EngineConfig& config, int64_t max_model_len, std::optional<int32_t> eos);
+         std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
+         int64_t max_model_len, std::optional<int32_t> eos);
   void BuildBatch(const scheduler::SchedulerOutput& plan);
   std::vector<scheduler::SampledToken> SampleAll(const scheduler::SchedulerOutput& plan);
   std::vector<RequestOutput> CollectOutputs(const scheduler::SchedulerOutput& plan,
@@ -125,7 +137,8 @@ class Engine {
   EngineConfig config_;
   std::unique_ptr<ModelRunner> runner_;
   std::unique_ptr<kv::KvCacheManager> kv_;
-  std::unique_ptr<scheduler::Scheduler> scheduler_;
+  std::unique_ptr<offload::TieredKvConnector> connector_;  // null without tiers; uses kv_
+  std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
   tensor::PagedKvView kv_view_;  // of group 0; the arena never moves
   ThreadPool pool_;
   sampling::Sampler sampler_;

@@ -93,15 +93,17 @@ void BlockPool::Free(std::span<const BlockId> ids) {
   }
 }
 
-void BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
-  if (!enable_caching_ || id == kNullBlock) return;
+bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
+  if (!enable_caching_ || id == kNullBlock) return false;
   Block& b = blocks_.at(id);
   CHECK_GT(b.ref_cnt, 0) << "caching a free block " << id;
   if (b.hash.has_value()) {
     CHECK(*b.hash == hash) << "block " << id << " re-cached under a different hash";
-    return;
+    return false;
   }
-  if (hash_to_block_.emplace(hash, id).second) b.hash = hash;
+  if (!hash_to_block_.emplace(hash, id).second) return false;
+  b.hash = hash;
+  return true;
 }
 
 Status BlockPool::CheckIntegrity() const {

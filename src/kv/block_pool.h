@@ -70,7 +70,8 @@ class BlockPool {
 
   // Registers a full, computed block under `hash`. If another block already holds the hash
   // (two requests computed the same content), this one stays uncached. No-op without caching.
-  void CacheFullBlock(BlockId block, const BlockHash& hash);
+  // True when this call registered the block.
+  bool CacheFullBlock(BlockId block, const BlockHash& hash);
 
   void SetEvictionCallback(EvictionCallback callback) { on_evict_ = std::move(callback); }
   int64_t num_evictions() const { return num_evictions_; }

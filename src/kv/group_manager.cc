@@ -19,19 +19,45 @@ int64_t GroupManager::NumBlocksNeeded(RequestId id, int64_t total_tokens,
                        static_cast<int64_t>(hit_blocks.size());
   int64_t needed = std::max<int64_t>(0, CeilBlocks(total_tokens) - have);
   for (BlockId b : hit_blocks) {
-    if (b != kNullBlock && pool_->RefCount(b) == 0) ++needed;  // leaves the free queue
+    if (b == kLoadBlock) {
+      ++needed;  // a fresh block
+    } else if (b != kNullBlock && pool_->RefCount(b) == 0) {
+      ++needed;  // leaves the free queue
+    }
   }
   return needed;
 }
 
-void GroupManager::AddHitBlocks(RequestId id, std::span<const BlockId> hit_blocks) {
+std::vector<std::pair<int64_t, BlockId>> GroupManager::AddHitBlocks(
+    RequestId id, std::span<const BlockId> hit_blocks) {
   CHECK(!HasRequest(id)) << "request " << id << " already has blocks";
-  pool_->Touch(hit_blocks);
-  tables_[id].assign(hit_blocks.begin(), hit_blocks.end());
+  std::vector<BlockId>& table = tables_[id];
+  table.assign(hit_blocks.begin(), hit_blocks.end());
+  // Touch every cached block before allocating any fresh one: allocation may evict free
+  // cached blocks, and those of this hit must not be among them.
+  std::vector<int64_t> to_load;
+  for (size_t i = 0; i < table.size(); ++i) {
+    if (table[i] == kLoadBlock) {
+      to_load.push_back(static_cast<int64_t>(i));
+      table[i] = kNullBlock;
+    }
+  }
+  pool_->Touch(table);
+  std::vector<std::pair<int64_t, BlockId>> loads;
+  if (!to_load.empty()) {
+    std::optional<std::vector<BlockId>> fresh =
+        pool_->Allocate(static_cast<int32_t>(to_load.size()));
+    CHECK(fresh.has_value()) << "AddHitBlocks without enough free blocks";
+    for (size_t j = 0; j < to_load.size(); ++j) {
+      table[to_load[j]] = (*fresh)[j];
+      loads.emplace_back(to_load[j], (*fresh)[j]);
+    }
+  }
   Progress& p = progress_[id];
   p.num_cached = static_cast<int64_t>(hit_blocks.size());
   // Leading null entries of a sliding hit count as released.
   while (p.num_skipped < p.num_cached && hit_blocks[p.num_skipped] == kNullBlock) ++p.num_skipped;
+  return loads;
 }
 
 std::vector<BlockId> GroupManager::AllocateTo(RequestId id, int64_t total_tokens) {
@@ -60,7 +86,8 @@ void GroupManager::RemoveSkippedBlocks(RequestId id, int64_t num_computed_tokens
 }
 
 void GroupManager::CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes,
-                                   int64_t num_full_blocks) {
+                                   int64_t num_full_blocks,
+                                   std::vector<std::pair<BlockId, BlockHash>>* registered) {
   auto it = tables_.find(id);
   if (it == tables_.end()) return;
   const std::vector<BlockId>& table = it->second;
@@ -68,7 +95,9 @@ void GroupManager::CacheFullBlocks(RequestId id, std::span<const BlockHash> hash
   const int64_t end = std::min<int64_t>(num_full_blocks, static_cast<int64_t>(table.size()));
   CHECK_LE(end, static_cast<int64_t>(hashes.size()));
   for (int64_t i = p.num_cached; i < end; ++i) {
-    if (table[i] != kNullBlock) pool_->CacheFullBlock(table[i], hashes[i]);
+    if (table[i] != kNullBlock && pool_->CacheFullBlock(table[i], hashes[i]) && registered) {
+      registered->emplace_back(table[i], hashes[i]);
+    }
   }
   p.num_cached = std::max(p.num_cached, end);
 }
@@ -100,19 +129,22 @@ void GroupManager::Free(RequestId id) {
   progress_.erase(id);
 }
 
-int64_t FullGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes,
-                                           int64_t max_blocks) const {
+int64_t FullGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                                           const LowerTierLookup& lower) const {
   const int64_t limit = std::min<int64_t>(max_blocks, static_cast<int64_t>(hashes.size()));
   int64_t k = 0;
-  while (k < limit && pool_->LookupCached(hashes[k]).has_value()) ++k;
+  while (k < limit && Present(hashes[k], lower)) ++k;
   return k;
 }
 
-std::vector<BlockId> FullGroupManager::HitBlocks(std::span<const BlockHash> hashes,
-                                                 int64_t k) const {
+std::vector<BlockId> FullGroupManager::HitBlocks(std::span<const BlockHash> hashes, int64_t k,
+                                                 const LowerTierLookup& lower) const {
   std::vector<BlockId> out;
   out.reserve(k);
-  for (int64_t i = 0; i < k; ++i) out.push_back(pool_->LookupCached(hashes[i]).value());
+  for (int64_t i = 0; i < k; ++i) {
+    CHECK(Present(hashes[i], lower)) << "block " << i << " of the hit is gone";
+    out.push_back(HitEntry(hashes[i]));
+  }
   return out;
 }
 
@@ -125,10 +157,11 @@ int64_t SlidingGroupManager::FirstNeededBlock(int64_t k) const {
 // Example: B 4, W 8, cached {1, 2}, max 6: misses at 5, 4, 3 set end = 3; the run [2, 3)
 // does not yet reach FirstNeededBlock(3) = 1; [1, 3) does: the hit is 3 blocks (12 tokens).
 int64_t SlidingGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes,
-                                              int64_t max_blocks) const {
+                                              int64_t max_blocks,
+                                              const LowerTierLookup& lower) const {
   int64_t end = std::min<int64_t>(max_blocks, static_cast<int64_t>(hashes.size()));
   for (int64_t i = end - 1; i >= 0; --i) {
-    if (!pool_->LookupCached(hashes[i]).has_value()) {
+    if (!Present(hashes[i], lower)) {
       end = i;
       continue;
     }
@@ -137,10 +170,13 @@ int64_t SlidingGroupManager::LongestHitBlocks(std::span<const BlockHash> hashes,
   return end;  // 0 here, or a run that reached block 0
 }
 
-std::vector<BlockId> SlidingGroupManager::HitBlocks(std::span<const BlockHash> hashes,
-                                                    int64_t k) const {
+std::vector<BlockId> SlidingGroupManager::HitBlocks(std::span<const BlockHash> hashes, int64_t k,
+                                                    const LowerTierLookup& lower) const {
   std::vector<BlockId> out(k, kNullBlock);
-  for (int64_t i = FirstNeededBlock(k); i < k; ++i) out[i] = pool_->LookupCached(hashes[i]).value();
+  for (int64_t i = FirstNeededBlock(k); i < k; ++i) {
+    CHECK(Present(hashes[i], lower)) << "block " << i << " of the hit is gone";
+    out[i] = HitEntry(hashes[i]);
+  }
   return out;
 }
 

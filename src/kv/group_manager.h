@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <unordered_map>
@@ -27,33 +28,49 @@ namespace kvserve::kv {
 
 using RequestId = uint64_t;
 
+// A hit-table entry that no device block holds but a lower tier does (offload/): AddHitBlocks
+// gives it a fresh block, which the caller fills from the tier before registering it.
+inline constexpr BlockId kLoadBlock = -1;
+
+// Whether a tier below the device pool holds this group's block with `hash`; null: none.
+using LowerTierLookup = std::function<bool(const BlockHash& hash)>;
+
 class GroupManager {
  public:
   GroupManager(int block_size, BlockPool* pool) : block_size_(block_size), pool_(pool) {}
   virtual ~GroupManager() = default;
 
-  // The largest k <= max_blocks such that a prefix of k blocks is a hit for this group.
+  // The largest k <= max_blocks such that a prefix of k blocks is a hit for this group, a
+  // block counting as present when the pool caches it or `lower` (if set) holds it.
   // Does not change any state.
-  virtual int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const = 0;
-  // The table entries [0, k) for a hit of k blocks (kNullBlock where the group needs
-  // nothing). note: k must be a hit.
-  virtual std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k) const = 0;
+  virtual int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                                   const LowerTierLookup& lower) const = 0;
+  // The table entries [0, k) for a hit of k blocks: the cached block, kLoadBlock where only
+  // `lower` holds it, kNullBlock where the group needs nothing. note: k must be a hit.
+  virtual std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k,
+                                         const LowerTierLookup& lower) const = 0;
   // How many leading table entries a request with num_computed_tokens no longer needs.
   virtual int64_t NumSkippedBlocks(int64_t num_computed_tokens) const { return 0; }
 
   // Pool blocks needed to hold total_tokens after adopting hit_blocks (for a new request):
-  // new blocks plus hit blocks that must leave the free queue.
+  // new blocks (kLoadBlock entries included) plus hit blocks that must leave the free queue.
   int64_t NumBlocksNeeded(RequestId id, int64_t total_tokens,
                           std::span<const BlockId> hit_blocks) const;
-  // Adopts hit_blocks as the start of a new request's table (adds references).
-  void AddHitBlocks(RequestId id, std::span<const BlockId> hit_blocks);
+  // Adopts hit_blocks as the start of a new request's table (adds references); each
+  // kLoadBlock entry gets a fresh block, returned as (table index, block), and is left
+  // unregistered (RegisterLoadedBlock, once its bytes are in). note: NumBlocksNeeded blocks
+  // must be free (CHECKed).
+  std::vector<std::pair<int64_t, BlockId>> AddHitBlocks(RequestId id,
+                                                        std::span<const BlockId> hit_blocks);
   // Grows the table to cover total_tokens; returns the new ids. note: NumBlocksNeeded blocks
   // must be free (CHECKed).
   std::vector<BlockId> AllocateTo(RequestId id, int64_t total_tokens);
   // Releases what NumSkippedBlocks allows; the entries become kNullBlock.
   void RemoveSkippedBlocks(RequestId id, int64_t num_computed_tokens);
-  // Registers table entries [num cached, num_full_blocks) under hashes[i].
-  void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks);
+  // Registers table entries [num cached, num_full_blocks) under hashes[i]; appends the
+  // blocks this call registered to `registered` when set.
+  void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks,
+                       std::vector<std::pair<BlockId, BlockHash>>* registered = nullptr);
   // The child shares the parent's blocks covering [0, num_tokens) (references added), except
   // a partial last block, which `copy_to` (allocated by the caller) replaces.
   void Fork(RequestId parent, RequestId child, int64_t num_tokens, std::optional<BlockId> copy_to);
@@ -67,6 +84,14 @@ class GroupManager {
   BlockPool& pool() const { return *pool_; }
 
  protected:
+  // Whether block `hash` is cached here or held by `lower`.
+  bool Present(const BlockHash& hash, const LowerTierLookup& lower) const {
+    return pool_->LookupCached(hash).has_value() || (lower && lower(hash));
+  }
+  // The cached block, else kLoadBlock. note: Present(hash, lower).
+  BlockId HitEntry(const BlockHash& hash) const {
+    return pool_->LookupCached(hash).value_or(kLoadBlock);
+  }
   int64_t CeilBlocks(int64_t tokens) const { return (tokens + block_size_ - 1) / block_size_; }
 
   int block_size_;
@@ -84,16 +109,20 @@ class GroupManager {
 class FullGroupManager final : public GroupManager {
  public:
   using GroupManager::GroupManager;
-  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const override;
-  std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k) const override;
+  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                           const LowerTierLookup& lower) const override;
+  std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k,
+                                 const LowerTierLookup& lower) const override;
 };
 
 class SlidingGroupManager final : public GroupManager {
  public:
   SlidingGroupManager(int block_size, BlockPool* pool, int window)
       : GroupManager(block_size, pool), window_(window) {}
-  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const override;
-  std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k) const override;
+  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                           const LowerTierLookup& lower) const override;
+  std::vector<BlockId> HitBlocks(std::span<const BlockHash> hashes, int64_t k,
+                                 const LowerTierLookup& lower) const override;
   int64_t NumSkippedBlocks(int64_t num_computed_tokens) const override;
 
   // First block a hit of k blocks needs: floor(max(0, k * B - W) / B).

@@ -43,14 +43,14 @@ Result<std::unique_ptr<KvCacheManager>> KvCacheManager::Create(
 // Each group lowers L to the longest prefix it can serve; full and latent groups accept any
 // shorter prefix of a hit, sliding groups must be asked again, so loop until no group
 // lowers it (at most a few rounds: L only decreases).
-int64_t KvCacheManager::LongestHitBlocks(std::span<const BlockHash> hashes,
-                                         int64_t max_blocks) const {
+int64_t KvCacheManager::LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                                         const std::vector<LowerTierLookup>& lower) const {
   int64_t k = max_blocks;
   bool changed = true;
   while (changed && k > 0) {
     changed = false;
-    for (const Group& g : groups_) {
-      const int64_t group_k = g.manager->LongestHitBlocks(hashes, k);
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const int64_t group_k = groups_[g].manager->LongestHitBlocks(hashes, k, lower[g]);
       if (group_k < k) {
         k = group_k;
         changed = true;
@@ -61,17 +61,26 @@ int64_t KvCacheManager::LongestHitBlocks(std::span<const BlockHash> hashes,
 }
 
 PrefixHit KvCacheManager::FindLongestCachedPrefix(std::span<const TokenId> prompt,
-                                                  std::string_view cache_salt) {
+                                                  std::string_view cache_salt,
+                                                  KvConnector* lower) {
   PrefixHit hit;
   hit.cache_salt = std::string(cache_salt);
   hit.blocks_per_group.resize(groups_.size());
   if (!options_.enable_prefix_caching || prompt.empty()) return hit;
   ExtendBlockHashes(root_hash_, prompt, config_.block_size, cache_salt, &hit.block_hashes);
   const int64_t max_blocks = (static_cast<int64_t>(prompt.size()) - 1) / config_.block_size;
-  const int64_t k = LongestHitBlocks(hit.block_hashes, max_blocks);
+  std::vector<LowerTierLookup> lookups(groups_.size());
+  if (lower != nullptr) {
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      lookups[g] = [lower, g](const BlockHash& h) { return lower->Contains(static_cast<int>(g), h); };
+    }
+  }
+  const int64_t k = LongestHitBlocks(hit.block_hashes, max_blocks, lookups);
   hit.num_cached_tokens = k * config_.block_size;
   for (size_t g = 0; g < groups_.size(); ++g) {
-    hit.blocks_per_group[g] = groups_[g].manager->HitBlocks(hit.block_hashes, k);
+    hit.blocks_per_group[g] = groups_[g].manager->HitBlocks(hit.block_hashes, k, lookups[g]);
+    hit.num_load_blocks += std::count(hit.blocks_per_group[g].begin(),
+                                      hit.blocks_per_group[g].end(), kLoadBlock);
   }
   prefix_query_tokens_ += static_cast<int64_t>(prompt.size());
   prefix_hit_tokens_ += hit.num_cached_tokens;
@@ -87,7 +96,8 @@ std::optional<NewBlocks> KvCacheManager::AllocateNew(RequestId id, PrefixHit hit
   for (size_t g = 0; g < groups_.size(); ++g) {
     const std::vector<BlockId>& blocks = hit.blocks_per_group[g];
     for (size_t i = 0; i < blocks.size(); ++i) {
-      CHECK(blocks[i] == kNullBlock || groups_[g].pool->HashOf(blocks[i]) == hit.block_hashes[i])
+      CHECK(blocks[i] == kNullBlock || blocks[i] == kLoadBlock ||
+            groups_[g].pool->HashOf(blocks[i]) == hit.block_hashes[i])
           << "stale PrefixHit: block " << blocks[i] << " was evicted since the lookup";
     }
   }
@@ -96,11 +106,19 @@ std::optional<NewBlocks> KvCacheManager::AllocateNew(RequestId id, PrefixHit hit
     if (needed > groups_[g].pool->NumFreeBlocks()) return std::nullopt;
   }
   NewBlocks out;
+  out.per_group.resize(groups_.size());
   for (size_t g = 0; g < groups_.size(); ++g) {
-    groups_[g].manager->AddHitBlocks(id, hit.blocks_per_group[g]);
+    for (const auto& [index, block] : groups_[g].manager->AddHitBlocks(id, hit.blocks_per_group[g])) {
+      out.loads.push_back({static_cast<int>(g), index, block, hit.block_hashes.at(index)});
+      out.per_group[g].push_back(block);
+    }
   }
+  std::sort(out.loads.begin(), out.loads.end(), [](const BlockLoad& a, const BlockLoad& b) {
+    return a.index != b.index ? a.index < b.index : a.group < b.group;
+  });
   for (size_t g = 0; g < groups_.size(); ++g) {
-    out.per_group.push_back(groups_[g].manager->AllocateTo(id, total));
+    std::vector<BlockId> fresh = groups_[g].manager->AllocateTo(id, total);
+    out.per_group[g].insert(out.per_group[g].end(), fresh.begin(), fresh.end());
   }
   requests_[id] = RequestState{std::move(hit.block_hashes), std::move(hit.cache_salt)};
   return out;
@@ -131,7 +149,21 @@ void KvCacheManager::CacheFullBlocks(RequestId id, std::span<const TokenId> toke
   ExtendBlockHashes(root_hash_, tokens.first(num_computed_tokens), config_.block_size,
                     state.cache_salt, &state.block_hashes);
   const int64_t num_full = num_computed_tokens / config_.block_size;
-  for (Group& g : groups_) g.manager->CacheFullBlocks(id, state.block_hashes, num_full);
+  for (size_t g = 0; g < groups_.size(); ++g) {
+    registered_.clear();
+    groups_[g].manager->CacheFullBlocks(id, state.block_hashes, num_full,
+                                        on_computed_ ? &registered_ : nullptr);
+    for (const auto& [block, hash] : registered_) on_computed_(static_cast<int>(g), block, hash);
+  }
+}
+
+void KvCacheManager::CommitLoadedBlocks(RequestId id, std::span<const BlockLoad> loads) {
+  for (const BlockLoad& load : loads) {
+    const std::vector<BlockId>& table = BlockTable(id, load.group);
+    CHECK(load.index < static_cast<int64_t>(table.size()) && table[load.index] == load.block)
+        << "request " << id << " no longer holds loaded block " << load.block;
+    groups_.at(load.group).pool->CacheFullBlock(load.block, load.hash);
+  }
 }
 
 std::optional<NewBlocks> KvCacheManager::Fork(RequestId parent, RequestId child,

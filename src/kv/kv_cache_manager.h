@@ -33,6 +33,7 @@
 #include "kv/config.h"
 #include "kv/group_manager.h"
 #include "kv/hash.h"
+#include "kv/kv_connector.h"
 #include "tensor/kv_view.h"
 
 namespace kvserve::kv {
@@ -40,7 +41,10 @@ namespace kvserve::kv {
 // What the cache already holds for a prompt; pass it to AllocateNew.
 struct PrefixHit {
   int64_t num_cached_tokens = 0;                       // a multiple of the block size
-  std::vector<std::vector<BlockId>> blocks_per_group;  // [group][block], null where unneeded
+  // [group][block]: the cached block, kLoadBlock where only a lower tier holds it,
+  // kNullBlock where the group needs nothing.
+  std::vector<std::vector<BlockId>> blocks_per_group;
+  int64_t num_load_blocks = 0;                         // kLoadBlock entries, all groups
   std::vector<BlockHash> block_hashes;                 // the prompt's full blocks
   std::string cache_salt;
 };
@@ -48,6 +52,7 @@ struct PrefixHit {
 // Blocks added by one allocation, per group (to zero, load from a tier, or log).
 struct NewBlocks {
   std::vector<std::vector<BlockId>> per_group;
+  std::vector<BlockLoad> loads;  // hit entries to fill from a lower tier, by index then group
 };
 
 struct KvCacheStats {
@@ -82,11 +87,14 @@ class KvCacheManager {
   // ---- scheduler API ----
 
   // The longest cached prefix of `prompt` under the hybrid rule, capped at
-  // ((len - 1) / block_size) * block_size. Changes nothing but the query statistics.
-  PrefixHit FindLongestCachedPrefix(std::span<const TokenId> prompt, std::string_view cache_salt);
+  // ((len - 1) / block_size) * block_size; with `lower`, blocks a lower tier holds count too
+  // (kLoadBlock entries). Changes nothing but the query statistics.
+  PrefixHit FindLongestCachedPrefix(std::span<const TokenId> prompt, std::string_view cache_salt,
+                                    KvConnector* lower = nullptr);
 
-  // Starts request `id`: adopts the hit's blocks and allocates slots for num_new_tokens after
-  // them. nullopt (nothing changed) when any group lacks blocks.
+  // Starts request `id`: adopts the hit's blocks (fresh ones for kLoadBlock entries, listed
+  // in NewBlocks::loads) and allocates slots for num_new_tokens after them. nullopt (nothing
+  // changed) when any group lacks blocks.
   // note: `hit` must come from FindLongestCachedPrefix with no allocation in between (a hit
   // block evicted meanwhile is CHECKed).
   std::optional<NewBlocks> AllocateNew(RequestId id, PrefixHit hit, int64_t num_new_tokens);
@@ -101,6 +109,10 @@ class KvCacheManager {
   // and registers those whose KV is computed (the first num_computed_tokens).
   void CacheFullBlocks(RequestId id, std::span<const TokenId> tokens, int64_t num_computed_tokens);
 
+  // Registers blocks filled from a lower tier in the prefix cache. note: each is still in
+  // request `id`'s table at its index.
+  void CommitLoadedBlocks(RequestId id, std::span<const BlockLoad> loads);
+
   // n > 1: the child shares the parent's first num_tokens slots; a partial last block is
   // copied into a fresh block. nullopt (nothing changed) when that block is not available.
   std::optional<NewBlocks> Fork(RequestId parent, RequestId child, int64_t num_tokens);
@@ -111,6 +123,11 @@ class KvCacheManager {
   bool HasRequest(RequestId id) const { return requests_.count(id) != 0; }
   KvCacheStats Stats() const;
   void SetEvictionCallback(GroupEvictionCallback callback);
+  // Called from CacheFullBlocks for every computed block it registers (its bytes are final);
+  // not for blocks registered by CommitLoadedBlocks.
+  void SetComputedBlockCallback(GroupEvictionCallback callback) {
+    on_computed_ = std::move(callback);
+  }
   // Ok or Internal naming the first broken invariant. O(blocks + table entries).
   Status CheckIntegrity() const;
 
@@ -136,7 +153,8 @@ class KvCacheManager {
   };
 
   KvCacheManager(KvCacheConfig config, KvCapacity capacity, KvCacheManagerOptions options);
-  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks) const;
+  int64_t LongestHitBlocks(std::span<const BlockHash> hashes, int64_t max_blocks,
+                           const std::vector<LowerTierLookup>& lower) const;
 
   KvCacheConfig config_;
   KvCapacity capacity_;
@@ -146,6 +164,8 @@ class KvCacheManager {
   std::unordered_map<RequestId, RequestState> requests_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  GroupEvictionCallback on_computed_;
+  std::vector<std::pair<BlockId, BlockHash>> registered_;  // scratch for on_computed_
 };
 
 }  // namespace kvserve::kv

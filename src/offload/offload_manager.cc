@@ -41,12 +41,30 @@ OffloadManager::~OffloadManager() {
   Flush();
 }
 
-void OffloadManager::Store(const BlockKey& key, std::span<const std::byte> bytes) {
+void OffloadManager::CheckBlock(const BlockKey& key, std::span<const std::byte> bytes) const {
   CHECK(key.group >= 0 && static_cast<size_t>(key.group) < identity_.group_block_bytes.size());
   CHECK_EQ(static_cast<int64_t>(bytes.size()), identity_.group_block_bytes[key.group]);
+}
+
+void OffloadManager::WriteThrough(const BlockKey& key, std::span<const std::byte> bytes) {
+  CheckBlock(key, bytes);
+  const bool to_file = file_ != nullptr && !file_->Contains(key);
+  const bool to_redis = redis_ != nullptr;
+  if (!to_file && !to_redis) return;
+  QueueWrite(key, std::make_shared<const Bytes>(bytes.begin(), bytes.end()), to_file, to_redis);
+}
+
+void OffloadManager::StoreToCpu(const BlockKey& key, std::span<const std::byte> bytes) {
+  CheckBlock(key, bytes);
+  if (config_.cpu_bytes_to_use == 0 || cpu_->Contains(key)) return;
+  cpu_->PutShared(key, std::make_shared<const Bytes>(bytes.begin(), bytes.end()));
+}
+
+void OffloadManager::Store(const BlockKey& key, std::span<const std::byte> bytes) {
+  CheckBlock(key, bytes);
   auto shared = std::make_shared<const Bytes>(bytes.begin(), bytes.end());
   if (file_ || redis_) QueueWrite(key, shared, file_ != nullptr, redis_ != nullptr);
-  if (config_.cpu_bytes_to_use > 0) cpu_->PutShared(key, std::move(shared));
+  if (config_.cpu_bytes_to_use > 0 && !cpu_->Contains(key)) cpu_->PutShared(key, std::move(shared));
 }
 
 bool OffloadManager::QueueWrite(const BlockKey& key, SharedBytes bytes, bool to_file,

@@ -1,15 +1,20 @@
 // OffloadManager: the tiers below the device pool, their I/O threads and the transfer queue.
 //
-// Write policy (what a caller can rely on):
-//   1. Store(key, bytes) runs on the scheduler thread inside the device eviction callback: it
-//      copies the block into the CPU tier at once (the device bytes are about to be reused).
-//   2. The same copy is queued, write-through, to the file tier and to Redis on the write
-//      threads. A block evicted from the CPU tier (LRU) is queued to the file tier again
-//      (a no-op when already there), so CPU evictions cascade to files.
-//   3. Guarantee: once Flush() returns (and at destruction), every stored block whose write
-//      did not fail is in every configured secondary tier. Writes are dropped (counted in
-//      dropped_stores) rather than block the scheduler when more than max_pending_write_bytes
-//      are queued; a dropped or failed write only costs a later recompute.
+// Write policy (what a caller can rely on; the device side is offload/tiered_connector.h):
+//   1. WriteThrough(key, bytes) runs on the scheduler thread when a computed block enters the
+//      device prefix cache: the bytes are copied and queued to the file tier and to Redis on
+//      the write threads. So a fleet sees a prefix as soon as one server computed it, and a
+//      restart finds every block computed before it, whether or not it was ever evicted.
+//   2. StoreToCpu(key, bytes) runs inside the device eviction callback: it copies the block
+//      into the CPU tier at once (the device bytes are about to be reused). The CPU tier is
+//      thus a victim cache of the device pool; a block it evicts (LRU) is queued to the file
+//      tier again (a no-op when already there), so CPU evictions cascade to files.
+//      Store(key, bytes) is both at once.
+//   3. Guarantee: once Flush() returns (and at destruction), every block written through
+//      whose write did not fail is in every configured secondary tier. Writes are dropped
+//      (counted in dropped_stores) rather than block the scheduler when more than
+//      max_pending_write_bytes are queued; a dropped or failed write only costs a later
+//      recompute.
 // Read policy: CountAvailable and LoadAsync look in CPU, then files, then Redis; LoadAsync
 // fetches each key on a read thread and promotes blocks found below the CPU tier into it.
 // No tier ever serves bytes that failed their checks (offload/record.h).
@@ -61,7 +66,12 @@ class OffloadManager {
 
   // ---- scheduler API ----
 
-  // A block leaving the device pool. note: bytes.size() is the group's block bytes.
+  // note (all three): bytes.size() is the group's block bytes.
+  // A computed block: queued to the file tier and Redis (what they lack).
+  void WriteThrough(const BlockKey& key, std::span<const std::byte> bytes);
+  // A block leaving the device pool: into the CPU tier (unless it holds it already).
+  void StoreToCpu(const BlockKey& key, std::span<const std::byte> bytes);
+  // Both.
   void Store(const BlockKey& key, std::span<const std::byte> bytes);
   // How many leading keys some tier holds (a later load may still come up shorter).
   size_t CountAvailable(std::span<const BlockKey> keys);
@@ -84,6 +94,7 @@ class OffloadManager {
  private:
   struct LoadState;
   OffloadManager(OffloadConfig config, RecordIdentity identity, OffloadManagerOptions options);
+  void CheckBlock(const BlockKey& key, std::span<const std::byte> bytes) const;
   // Queues a write of `bytes` to the file tier and/or Redis; false when dropped.
   bool QueueWrite(const BlockKey& key, SharedBytes bytes, bool to_file, bool to_redis);
   // One key of a load, on a read thread.

@@ -19,6 +19,7 @@
 
 #include "kv/group_manager.h"
 #include "kv/hash.h"
+#include "kv/kv_connector.h"
 
 namespace kvserve::scheduler {
 
@@ -49,7 +50,10 @@ struct Request {
   int64_t num_prompt_tokens = 0;
   int64_t max_tokens = 0;             // resolved: prompt + max_tokens <= max-model-len
   int64_t num_computed_tokens = 0;    // tokens[0, this) have KV in the cache
-  int64_t num_cached_tokens = 0;      // prefix-cache hit at the latest admission
+  int64_t num_cached_tokens = 0;      // prefix-cache hit at the latest admission (all tiers)
+  int64_t num_loaded_tokens = 0;      // of which loaded from a tier below the device pool
+  bool use_lower_tiers = true;        // false after a load came up short (no retry loop)
+  std::vector<kv::BlockLoad> pending_loads;  // while its blocks load from a lower tier
   int64_t num_preemptions = 0;
   int64_t arrival_index = 0;          // FIFO order of AddRequest
   std::string cache_salt;

@@ -38,8 +38,9 @@ struct Scheduler::StepState {
   bool preempted_any = false;
 };
 
-Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv)
-    : config_(config), kv_(kv) {
+Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv,
+                     kv::KvConnector* connector)
+    : config_(config), kv_(kv), connector_(connector) {
   CHECK(kv_ != nullptr);
   CHECK(ValidateSchedulerConfig(config_).ok()) << ValidateSchedulerConfig(config_).ToString();
 }
@@ -82,11 +83,14 @@ SchedulerOutput Scheduler::Schedule() {
   SchedulerOutput out;
   StepState step;
   step.budget = config_.max_num_batched_tokens;
+  FinishLoads(std::chrono::milliseconds(0));
   ScheduleRunning(/*decodes=*/true, step, out);
   ScheduleRunning(/*decodes=*/false, step, out);
   if (!step.preempted_any) ScheduleWaiting(step, out);
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
   FillBlockTables(out);
+  // Nothing to compute but loads in flight: wait a little for one instead of spinning.
+  if (out.scheduled.empty() && out.finished.empty()) FinishLoads(std::chrono::milliseconds(5));
   return out;
 }
 
@@ -133,7 +137,25 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
   while (!waiting_.empty() && step.budget > 0 &&
          static_cast<int>(running_.size()) < config_.max_num_seqs) {
     Request& r = *requests_.at(waiting_.front());
-    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(r.tokens, r.cache_salt);
+    if (kv_->HasRequest(r.id)) {  // back from a lower-tier load, blocks in hand
+      const int64_t n = std::min(r.NumTokens() - r.num_computed_tokens, step.budget);
+      if (kv_->AllocateSlots(r.id, r.num_computed_tokens, n)) {
+        Admit(r, n, step, out);
+        continue;
+      }
+      if (!running_.empty()) return;  // wait for running requests to free blocks
+      kv_->Free(r.id);  // its loaded blocks stay in the prefix cache: admit it afresh
+      r.num_computed_tokens = 0;
+      continue;
+    }
+    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(
+        r.tokens, r.cache_salt, r.use_lower_tiers ? connector_ : nullptr);
+    if (hit.num_load_blocks > 0) {
+      if (StartLoad(r, std::move(hit))) continue;
+      if (!running_.empty()) return;
+      r.use_lower_tiers = false;  // the hit alone does not fit: try without the tiers
+      continue;
+    }
     const int64_t num_cached = hit.num_cached_tokens;
     const int64_t n = std::min(r.NumTokens() - num_cached, step.budget);
     if (!kv_->AllocateNew(r.id, std::move(hit), n)) {
@@ -145,21 +167,63 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
                       out);
       continue;
     }
-    waiting_.pop_front();
-    running_.push_back(r.id);
-    prefix_query_tokens_ += r.NumTokens();
-    prefix_hit_tokens_ += num_cached;
     r.num_cached_tokens = num_cached;
+    r.num_loaded_tokens = 0;
     r.num_computed_tokens = num_cached;
-    ScheduledRequest s;
-    s.id = r.id;
-    s.num_computed_tokens = num_cached;
-    s.num_scheduled_tokens = n;
-    s.needs_sample = num_cached + n == r.NumTokens();
-    s.is_new = true;
-    s.tokens = std::span<const TokenId>(r.tokens).subspan(num_cached, n);
-    out.scheduled.push_back(std::move(s));
-    step.budget -= n;
+    Admit(r, n, step, out);
+  }
+}
+
+void Scheduler::Admit(Request& r, int64_t n, StepState& step, SchedulerOutput& out) {
+  waiting_.pop_front();
+  running_.push_back(r.id);
+  prefix_query_tokens_ += r.NumTokens();
+  prefix_hit_tokens_ += r.num_computed_tokens;
+  prefix_loaded_tokens_ += r.num_loaded_tokens;
+  ScheduledRequest s;
+  s.id = r.id;
+  s.num_computed_tokens = r.num_computed_tokens;
+  s.num_scheduled_tokens = n;
+  s.needs_sample = r.num_computed_tokens + n == r.NumTokens();
+  s.is_new = true;
+  s.tokens = std::span<const TokenId>(r.tokens).subspan(r.num_computed_tokens, n);
+  out.scheduled.push_back(std::move(s));
+  step.budget -= n;
+}
+
+bool Scheduler::StartLoad(Request& r, kv::PrefixHit hit) {
+  const int64_t num_cached = hit.num_cached_tokens;
+  std::optional<kv::NewBlocks> blocks = kv_->AllocateNew(r.id, std::move(hit), 0);
+  if (!blocks) return false;
+  waiting_.pop_front();
+  loading_.insert(r.id);
+  r.num_cached_tokens = num_cached;
+  r.pending_loads = std::move(blocks->loads);
+  connector_->StartLoad(r.id, r.pending_loads);
+  return true;
+}
+
+void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
+  if (connector_ == nullptr || loading_.empty()) return;
+  for (const kv::FinishedLoad& done : connector_->PollLoads(wait)) {
+    if (loading_.erase(done.id) == 0) continue;  // aborted meanwhile
+    Request& r = *requests_.at(done.id);
+    const std::span<const kv::BlockLoad> loads(r.pending_loads);
+    kv_->CommitLoadedBlocks(r.id, loads.first(std::min(done.num_loaded, loads.size())));
+    if (done.num_loaded == loads.size()) {
+      r.num_computed_tokens = r.num_cached_tokens;
+      std::vector<int64_t> per_group(kv_->num_groups(), 0);
+      for (const kv::BlockLoad& l : loads) ++per_group[l.group];
+      r.num_loaded_tokens =
+          *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
+    } else {  // what arrived is cached now; recompute the rest without the tiers
+      kv_->Free(r.id);
+      r.num_computed_tokens = 0;
+      r.num_cached_tokens = 0;
+      r.use_lower_tiers = false;
+    }
+    r.pending_loads.clear();
+    waiting_.push_front(r.id);
   }
 }
 
@@ -187,6 +251,7 @@ void Scheduler::FinishWithError(Request& r, std::string message, SchedulerOutput
 }
 
 void Scheduler::Remove(RequestId id) {
+  if (loading_.erase(id) != 0) connector_->CancelLoad(id);
   if (kv_->HasRequest(id)) kv_->Free(id);
   auto run_it = std::find(running_.begin(), running_.end(), id);
   if (run_it != running_.end()) running_.erase(run_it);
@@ -246,7 +311,9 @@ const Request* Scheduler::Find(RequestId id) const {
 SchedulerStats Scheduler::Stats() const {
   SchedulerStats stats;
   stats.num_running = static_cast<int>(running_.size());
-  stats.num_waiting = static_cast<int>(waiting_.size());
+  stats.num_waiting = static_cast<int>(waiting_.size() + loading_.size());
+  stats.num_loading = static_cast<int>(loading_.size());
+  stats.prefix_loaded_tokens = prefix_loaded_tokens_;
   stats.num_preemptions = num_preemptions_;
   stats.prefix_query_tokens = prefix_query_tokens_;
   stats.prefix_hit_tokens = prefix_hit_tokens_;

@@ -17,18 +17,25 @@
 //           it has but only 1 is free: B, the newest, is preempted (2 blocks freed) and waits
 //           at the front of the queue; its full first block stays in the prefix cache.
 // (tests/scheduler/scheduler_test.cc runs this trace.)
+// Lower tiers (kv/kv_connector.h): a waiting request whose prefix hit includes blocks only a
+// lower tier holds gets device blocks for the whole hit, leaves the queue while its blocks
+// load on the connector's threads (other requests keep running) and returns to the front of
+// the queue with num_computed_tokens = the hit. A load that comes up short registers what
+// did arrive, frees the rest and readmits the request without lower-tier lookups.
 // The scheduler includes no model and no math (DESIGN.md hard rule): it hands out a plain
 // SchedulerOutput and takes sampled tokens back in UpdateFromOutput.
 // Thread safety: none; one engine thread owns it. ValidateRequest only reads the immutable
 // config and may be called from any thread.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <memory>
 #include <span>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "core/status.h"
@@ -87,13 +94,16 @@ struct SchedulerStats {
   int num_waiting = 0;
   int64_t num_preemptions = 0;        // since start
   int64_t prefix_query_tokens = 0;    // tokens looked up at admissions
-  int64_t prefix_hit_tokens = 0;      // of which found in the cache
+  int64_t prefix_hit_tokens = 0;      // of which found in the cache (any tier)
+  int64_t prefix_loaded_tokens = 0;   // of which loaded from a tier below the device pool
+  int num_loading = 0;                // requests waiting for their blocks to load
 };
 
 class Scheduler {
  public:
-  // note: kv outlives the scheduler; config is valid (CHECKed).
-  Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv);
+  // note: kv (and connector, when set) outlive the scheduler; config is valid (CHECKed).
+  Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv,
+            kv::KvConnector* connector = nullptr);
 
   const SchedulerConfig& config() const { return config_; }
 
@@ -116,7 +126,9 @@ class Scheduler {
   bool Abort(RequestId id);
 
   const Request* Find(RequestId id) const;
-  bool HasUnfinished() const { return !running_.empty() || !waiting_.empty(); }
+  bool HasUnfinished() const {
+    return !running_.empty() || !waiting_.empty() || !loading_.empty();
+  }
   const std::vector<RequestId>& running() const { return running_; }
   const std::deque<RequestId>& waiting() const { return waiting_; }
   SchedulerStats Stats() const;
@@ -126,6 +138,12 @@ class Scheduler {
   void ScheduleRunning(bool decodes, StepState& step, SchedulerOutput& out);
   bool ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput& out);
   void ScheduleWaiting(StepState& step, SchedulerOutput& out);
+  // Admits waiting request r with n tokens to compute from r.num_computed_tokens.
+  void Admit(Request& r, int64_t n, StepState& step, SchedulerOutput& out);
+  // Starts r's lower-tier load; false (nothing changed) when its blocks cannot be reserved.
+  bool StartLoad(Request& r, kv::PrefixHit hit);
+  // Moves requests whose loads finished back to the waiting queue.
+  void FinishLoads(std::chrono::milliseconds wait);
   void Preempt(RequestId victim, StepState& step, SchedulerOutput& out);
   void FinishWithError(Request& r, std::string message, SchedulerOutput& out);
   void Remove(RequestId id);
@@ -133,6 +151,8 @@ class Scheduler {
 
   SchedulerConfig config_;
   kv::KvCacheManager* kv_;
+  kv::KvConnector* connector_;  // null: no lower tiers
+  std::unordered_set<RequestId> loading_;  // off the queues, blocks loading
   std::unordered_map<RequestId, std::unique_ptr<Request>> requests_;
   std::vector<RequestId> running_;  // admission order: newest last
   std::deque<RequestId> waiting_;   // FIFO; preempted requests go to the front
@@ -140,6 +160,7 @@ class Scheduler {
   int64_t num_preemptions_ = 0;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t prefix_loaded_tokens_ = 0;
 };
 
 }  // namespace kvserve::scheduler

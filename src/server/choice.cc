@@ -51,6 +51,7 @@ std::optional<ChoiceDelta> Choice::Next(bool block) {
     return delta;
   }
   ChoiceDelta delta;
+  num_cached_tokens_ = out->num_cached_tokens;
   if (out->token) {
     ++num_generated_;
     StopMatcher::Step step = stop_.Push(decoder_.Push(out->token->token));

@@ -45,6 +45,8 @@ class Choice {
 
   bool finished() const { return finished_; }
   int64_t num_generated() const { return num_generated_; }
+  // Prompt tokens the engine served from a cache tier (prefix cache or offload tiers).
+  int64_t num_cached_tokens() const { return num_cached_tokens_; }
 
  private:
   void AddText(std::string_view text, ChoiceDelta& delta);
@@ -57,6 +59,7 @@ class Choice {
   std::optional<ReasoningParser> reasoning_;
   bool finished_ = false;
   int64_t num_generated_ = 0;
+  int64_t num_cached_tokens_ = 0;
 };
 
 }  // namespace kvserve::server

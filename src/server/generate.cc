@@ -52,9 +52,14 @@ class Generation {
   std::vector<engine::RequestId> ids_;
 };
 
-Usage PromptUsage(const ParsedRequest& r) {
+// Prompt tokens of every prompt; cached tokens as the first choice of each prompt saw them
+// (its n - 1 siblings share the same prompt blocks).
+Usage PromptUsage(const ParsedRequest& r, const Generation& gen) {
   Usage usage;
   for (const std::vector<int32_t>& p : r.prompts) usage.prompt_tokens += static_cast<int64_t>(p.size());
+  for (size_t i = 0; i < gen.choices.size(); i += r.n) {
+    usage.cached_tokens += gen.choices[i]->num_cached_tokens();
+  }
   return usage;
 }
 
@@ -62,7 +67,7 @@ Usage PromptUsage(const ParsedRequest& r) {
 void RespondWhole(const ParsedRequest& r, Generation& gen, const ResponseBuilder& builder,
                   httplib::Response& res) {
   json choices = json::array();
-  Usage usage = PromptUsage(r);
+  Usage usage;
   for (size_t i = 0; i < gen.choices.size(); ++i) {
     const std::string& prompt_text = r.prompt_texts[i / r.n];
     std::string text = r.echo ? prompt_text : "";
@@ -84,8 +89,9 @@ void RespondWhole(const ParsedRequest& r, Generation& gen, const ResponseBuilder
         ? builder.Logprobs(tokens, r.echo ? static_cast<int64_t>(prompt_text.size()) : 0)
         : json(nullptr);
     choices.push_back(builder.Choice(static_cast<int>(i), text, reasoning, logprobs, finish));
-    usage.completion_tokens += gen.choices[i]->num_generated();
   }
+  usage = PromptUsage(r, gen);
+  for (const auto& c : gen.choices) usage.completion_tokens += c->num_generated();
   res.status = 200;
   res.set_content(Dump(builder.Response(std::move(choices), usage)), "application/json");
 }
@@ -152,7 +158,7 @@ struct StreamState {
       }
     }
     if (request.include_usage) {
-      Usage usage = PromptUsage(request);
+      Usage usage = PromptUsage(request, *gen);
       for (const auto& c : choices) usage.completion_tokens += c->num_generated();
       if (!Send(sink, builder.UsageChunk(usage))) return false;
     }

@@ -56,6 +56,9 @@ std::string FormatPrometheus(const engine::MetricsSnapshot& m, const ServerCount
            static_cast<double>(m.prefix_cache_queries));
   w.Scalar("counter", "prefix_cache_hits_total", "Prompt tokens found in the prefix cache.",
            static_cast<double>(m.prefix_cache_hits));
+  w.Scalar("counter", "prefix_cache_loaded_total",
+           "Prompt tokens loaded from a KV tier below the device pool.",
+           static_cast<double>(m.prefix_cache_loaded));
   w.Scalar("counter", "num_preemptions_total", "Preemptions.",
            static_cast<double>(m.num_preemptions));
   w.Scalar("counter", "prompt_tokens_total", "Prefill tokens computed.",
@@ -74,7 +77,7 @@ std::string FormatPrometheus(const engine::MetricsSnapshot& m, const ServerCount
   w.Histogram("e2e_request_latency_seconds", "End-to-end request latency.", m.e2e_latency_s);
   w.Histogram("request_queue_time_seconds", "Arrival to first scheduled.", m.queue_time_s);
   w.Histogram("iteration_tokens_total", "Tokens per engine step.", m.tokens_per_step);
-  return w.Take();
+  return w.Take() + m.offload_prometheus;
 }
 
 }  // namespace kvserve::server

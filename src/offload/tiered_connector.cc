@@ -1,0 +1,83 @@
+#include "offload/tiered_connector.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "core/check.h"
+
+namespace kvserve::offload {
+
+TieredKvConnector::TieredKvConnector(std::unique_ptr<OffloadManager> manager,
+                                     kv::KvCacheManager* kv)
+    : manager_(std::move(manager)), kv_(kv) {
+  CHECK(manager_ != nullptr && kv_ != nullptr);
+  kv_->SetComputedBlockCallback([this](int group, kv::BlockId block, const kv::BlockHash& hash) {
+    manager_->WriteThrough(BlockKey{hash, group}, BlockBytes(group, block));
+  });
+  kv_->SetEvictionCallback([this](int group, kv::BlockId block, const kv::BlockHash& hash) {
+    manager_->StoreToCpu(BlockKey{hash, group}, BlockBytes(group, block));
+  });
+}
+
+TieredKvConnector::~TieredKvConnector() {
+  kv_->SetEvictionCallback(nullptr);
+  kv_->SetComputedBlockCallback(nullptr);
+}
+
+std::span<const std::byte> TieredKvConnector::BlockBytes(int group, kv::BlockId block) const {
+  const kv::KvArena& arena = kv_->arena(group);
+  return {arena.BlockData(block), static_cast<size_t>(arena.block_bytes())};
+}
+
+bool TieredKvConnector::Contains(int group, const kv::BlockHash& hash) {
+  const BlockKey key{hash, group};
+  return manager_->CountAvailable(std::span<const BlockKey>(&key, 1)) == 1;
+}
+
+void TieredKvConnector::StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) {
+  std::vector<BlockKey> keys;
+  keys.reserve(loads.size());
+  for (const kv::BlockLoad& l : loads) keys.push_back(BlockKey{l.hash, l.group});
+  pending_.push_back({id, std::move(loads), manager_->LoadAsync(std::move(keys))});
+}
+
+size_t TieredKvConnector::CopyIn(const Pending& pending, const LoadResult& result) {
+  CHECK_EQ(result.payloads.size(), pending.loads.size());
+  for (size_t i = 0; i < result.num_loaded; ++i) {
+    const kv::BlockLoad& l = pending.loads[i];
+    const kv::KvArena& arena = kv_->arena(l.group);
+    const Bytes& bytes = *result.payloads[i];
+    CHECK_EQ(static_cast<int64_t>(bytes.size()), arena.block_bytes());
+    std::memcpy(arena.BlockData(l.block), bytes.data(), bytes.size());
+  }
+  return result.num_loaded;
+}
+
+std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::milliseconds wait) {
+  std::vector<kv::FinishedLoad> done;
+  if (pending_.empty()) return done;
+  auto ready = [](Pending& p) {
+    return p.result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
+  };
+  if (wait.count() > 0 && std::none_of(pending_.begin(), pending_.end(), ready)) {
+    pending_.front().result.wait_for(wait);
+  }
+  std::vector<Pending> still;
+  for (Pending& p : pending_) {
+    if (!ready(p)) {
+      still.push_back(std::move(p));
+      continue;
+    }
+    const LoadResult result = p.result.get();
+    done.push_back({p.id, CopyIn(p, result), p.loads.size()});
+  }
+  pending_ = std::move(still);
+  return done;
+}
+
+void TieredKvConnector::CancelLoad(kv::RequestId id) {
+  // The read threads hold their own state; dropping the future discards the bytes.
+  std::erase_if(pending_, [id](const Pending& p) { return p.id == id; });
+}
+
+}  // namespace kvserve::offload

@@ -1,0 +1,58 @@
+// TieredKvConnector: the device KV pool's link to the offload tiers (kv/kv_connector.h).
+//
+//   store: every computed block the KV manager registers in its prefix cache is written
+//          through to the file tier and Redis (OffloadManager::WriteThrough), and every
+//          cached block that leaves the device pool goes to the CPU tier (StoreToCpu); see
+//          offload_manager.h for the write policy and its guarantee.
+//   load:  StartLoad queues the request's tier-only blocks on the read threads; PollLoads,
+//          on the scheduler thread, copies each finished load's payloads into the device
+//          blocks the scheduler reserved for them. Nothing writes a device block elsewhere,
+//          so an aborted request's blocks are never touched after CancelLoad.
+//
+// Owns: the OffloadManager and the loads in flight. Holds: the KV manager (not owned; it
+// outlives this object). Thread safety: scheduler thread only (Stats-like reads of the
+// manager are thread-safe).
+#pragma once
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <vector>
+
+#include "kv/kv_cache_manager.h"
+#include "kv/kv_connector.h"
+#include "offload/offload_manager.h"
+
+namespace kvserve::offload {
+
+class TieredKvConnector final : public kv::KvConnector {
+ public:
+  // Installs the computed-block and eviction callbacks on `kv`. note: kv outlives this object.
+  TieredKvConnector(std::unique_ptr<OffloadManager> manager, kv::KvCacheManager* kv);
+  ~TieredKvConnector() override;  // removes the callback, waits for queued writes
+
+  bool Contains(int group, const kv::BlockHash& hash) override;
+  void StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) override;
+  std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds wait) override;
+  void CancelLoad(kv::RequestId id) override;
+  bool HasPendingLoads() const override { return !pending_.empty(); }
+
+  OffloadManager& manager() { return *manager_; }
+  const OffloadManager& manager() const { return *manager_; }
+
+ private:
+  struct Pending {
+    kv::RequestId id = 0;
+    std::vector<kv::BlockLoad> loads;
+    std::future<LoadResult> result;
+  };
+  std::span<const std::byte> BlockBytes(int group, kv::BlockId block) const;
+  // Copies the leading run of `result` into the device blocks; returns its length.
+  size_t CopyIn(const Pending& pending, const LoadResult& result);
+
+  std::unique_ptr<OffloadManager> manager_;
+  kv::KvCacheManager* kv_;
+  std::vector<Pending> pending_;  // in StartLoad order
+};
+
+}  // namespace kvserve::offload
