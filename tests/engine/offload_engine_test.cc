@@ -1,7 +1,8 @@
-// The offload tiers through the real engine on stories260K (skipped when absent): a prompt
-// pushed out of a small device pool comes back from the CPU tier, and from the file tier
-// after a restart (a new engine over the same directory), with tokens and logprobs
-// bit-identical to the cold run; a corrupted block file is detected and recomputed.
+// The offload tiers through the real engine, on stories260K (skipped when absent) and on the
+// small kvserve-v41 hybrid model (sliding-window + compressed-latent groups): a prompt pushed
+// out of a small device pool comes back from the CPU tier, and from the file tier after a
+// restart (a new engine over the same directory), with tokens and logprobs bit-identical to
+// the cold run; a corrupted block file is detected and recomputed, never served.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -10,6 +11,7 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "v41_test_model.h"
 
 namespace kvserve::engine {
 namespace {
@@ -18,15 +20,30 @@ using testing::ExpectSameOutputs;
 using testing::RunAll;
 using testing::RunResult;
 
-const std::string kStoriesPath = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
+struct ModelCase {
+  std::string name;
+  std::string (*path)();
+  int block_size;
+  uint64_t kv_bytes;  // a device pool a little larger than one request
+  int64_t max_model_len;
+  int prompt_len;
+  int32_t vocab;
+};
 
-class OffloadEngineTest : public ::testing::Test {
+std::string StoriesPath() { return std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf"; }
+
+const ModelCase kStories{"stories260K", &StoriesPath, 16, 10 * 16 * 1280, 144, 100, 512};
+const ModelCase kV41{"v41", &testing::SmallModelPath, 4, 40 << 10, 128, 61, 128};
+
+class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
  protected:
   void SetUp() override {
-    if (!std::filesystem::exists(kStoriesPath)) GTEST_SKIP() << "missing " << kStoriesPath;
+    if (!std::filesystem::exists(GetParam().path())) {
+      GTEST_SKIP() << "missing " << GetParam().path();
+    }
     dir_ = std::filesystem::temp_directory_path() /
-           ("kvserve_offload_engine_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+           fmt::format("kvserve_offload_engine_{}_{}_{}", ::getpid(), GetParam().name,
+                       counter_++);
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override {
@@ -34,42 +51,51 @@ class OffloadEngineTest : public ::testing::Test {
     std::filesystem::remove_all(dir_, ec);
   }
 
-  // A device pool of 9 usable 16-token blocks (stories260K: 1280 B per token), a CPU tier
-  // and, with `files`, a file tier under dir_.
-  std::unique_ptr<Engine> MakeEngine(bool files, uint64_t cpu_bytes = 64 << 20) {
+  // The model's small device pool, a CPU tier and, with `files`, a file tier under dir_.
+  std::unique_ptr<Engine> MakeEngine(bool files) {
+    const ModelCase& m = GetParam();
     EngineConfig config;
-    config.kv_cache_bytes = 10 * 16 * 1280;
-    config.max_model_len = 144;
+    config.kv_cache_bytes = m.kv_bytes;
+    config.max_model_len = m.max_model_len;
+    config.block_size = m.block_size;
+    config.max_num_batched_tokens = 64;
     offload::OffloadConfig oc;
-    oc.cpu_bytes_to_use = cpu_bytes;
+    oc.cpu_bytes_to_use = 64 << 20;
     if (files) {
       oc.spec_name = "TieringOffloadingSpec";
       oc.file = offload::FileTierConfig{(dir_ / "fs").string(), 8, 8};
     }
     config.offload = oc;
-    Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(kStoriesPath, config);
+    Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(m.path(), config);
     CHECK(engine.ok()) << engine.status().ToString();
     return std::move(engine).value();
   }
 
-  static EngineRequest Request(const std::vector<int32_t>& prompt, int max_tokens) {
+  EngineRequest Request(uint32_t seed, int len, int max_tokens) const {
+    std::mt19937 rng(seed);
     EngineRequest r;
-    r.prompt = prompt;
+    r.prompt = testing::RandomPrompt(rng, len, GetParam().vocab);
     r.params.max_tokens = max_tokens;
     r.params.temperature = 0.8f;
     r.params.seed = 7;
     r.params.logprobs = 3;
+    r.params.ignore_eos = true;
     return r;
   }
 
-  static std::vector<int32_t> Prompt(uint32_t seed, int len) {
-    std::mt19937 rng(seed);
-    return testing::RandomPrompt(rng, len, 512);
+  // Tokens a hit of the whole prompt serves (the last token is always computed).
+  int64_t FullHit() const {
+    const ModelCase& m = GetParam();
+    return (m.prompt_len - 1) / m.block_size * m.block_size;
   }
 
-  // Runs a different 112-token prompt: its 8 blocks evict everything else from the pool.
-  static void PushOut(Engine& engine, uint32_t seed) {
-    RunAll(engine, {Request(Prompt(seed, 110), 2)});
+  // Runs different prompts through the pool until they filled it twice over: nothing of an
+  // earlier request is left in the device cache.
+  void PushOut(Engine& engine, uint32_t seed) const {
+    const int64_t capacity = engine.kv().capacity().num_tokens;
+    for (int64_t done = 0; done < 2 * capacity; done += GetParam().prompt_len) {
+      RunAll(engine, {Request(seed++, GetParam().prompt_len, 2)});
+    }
   }
 
   // One request alone; its cached-token count at admission.
@@ -88,7 +114,7 @@ class OffloadEngineTest : public ::testing::Test {
     return result;
   }
 
-  // `r` cold on a server with a file tier that then shuts down (flushing its writes).
+  // `r` cold on an engine with a file tier that then shuts down (flushing its writes).
   RunResult ColdRunWithFiles(const EngineRequest& r, uint32_t push_seed) {
     std::unique_ptr<Engine> engine = MakeEngine(/*files=*/true);
     int64_t cached = -1;
@@ -106,42 +132,42 @@ class OffloadEngineTest : public ::testing::Test {
     return {};
   }
 
+  static inline int counter_ = 0;
   std::filesystem::path dir_;
 };
 
-TEST_F(OffloadEngineTest, CpuTierReloadIsBitIdentical) {
+TEST_P(OffloadEngineTest, CpuTierReloadIsBitIdentical) {
   std::unique_ptr<Engine> engine = MakeEngine(/*files=*/false);
-  const EngineRequest a = Request(Prompt(1, 100), 16);
+  const EngineRequest a = Request(1, GetParam().prompt_len, 16);
   int64_t cached = -1;
   const RunResult cold = RunOne(*engine, a, &cached);
   EXPECT_EQ(cached, 0);
   for (int round = 0; round < 3; ++round) {
-    PushOut(*engine, 100 + round);
+    PushOut(*engine, 100 + 10 * round);
     const int64_t hits_before = Tier(*engine, "cpu").hits;
     const RunResult warm = RunOne(*engine, a, &cached);
     ExpectSameOutputs(cold, warm, "CPU-tier reload " + std::to_string(round));
-    EXPECT_EQ(cached, 96) << "round " << round;  // 6 full blocks (the last token is computed)
+    EXPECT_EQ(cached, FullHit()) << "round " << round;
     EXPECT_GT(Tier(*engine, "cpu").hits, hits_before) << "round " << round;
   }
   EXPECT_GT(engine->Metrics().prefix_cache_loaded, 0);
 }
 
-TEST_F(OffloadEngineTest, FileTierServesAfterRestart) {
-  const EngineRequest a = Request(Prompt(2, 100), 16);
-  int64_t cached = -1;
+TEST_P(OffloadEngineTest, FileTierServesAfterRestart) {
+  const EngineRequest a = Request(2, GetParam().prompt_len, 16);
   const RunResult cold = ColdRunWithFiles(a, 200);
   for (int restart = 0; restart < 3; ++restart) {
     std::unique_ptr<Engine> engine = MakeEngine(/*files=*/true);
+    int64_t cached = -1;
     const RunResult warm = RunOne(*engine, a, &cached);
     ExpectSameOutputs(cold, warm, "file-tier reload after restart " + std::to_string(restart));
-    EXPECT_EQ(cached, 96) << "restart " << restart;
+    EXPECT_EQ(cached, FullHit()) << "restart " << restart;
     EXPECT_GT(Tier(*engine, "file").hits, 0) << "restart " << restart;
   }
 }
 
-TEST_F(OffloadEngineTest, CorruptBlockFileIsRecomputedNotServed) {
-  const EngineRequest a = Request(Prompt(3, 100), 16);
-  int64_t cached = -1;
+TEST_P(OffloadEngineTest, CorruptBlockFileIsRecomputedNotServed) {
+  const EngineRequest a = Request(3, GetParam().prompt_len, 16);
   const RunResult cold = ColdRunWithFiles(a, 300);
   int corrupted = 0;
   for (const auto& entry : std::filesystem::recursive_directory_iterator(dir_ / "fs")) {
@@ -157,14 +183,15 @@ TEST_F(OffloadEngineTest, CorruptBlockFileIsRecomputedNotServed) {
   }
   ASSERT_GT(corrupted, 0);
   std::unique_ptr<Engine> engine = MakeEngine(/*files=*/true);
+  int64_t cached = -1;
   const RunResult again = RunOne(*engine, a, &cached);
   ExpectSameOutputs(cold, again, "after every block file was corrupted");
   EXPECT_GT(Tier(*engine, "file").failed_checksums, 0);
 }
 
-TEST_F(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
+TEST_P(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
   std::unique_ptr<Engine> engine = MakeEngine(/*files=*/false);
-  const EngineRequest a = Request(Prompt(4, 100), 8);
+  const EngineRequest a = Request(4, GetParam().prompt_len, 8);
   int64_t cached = -1;
   RunOne(*engine, a, &cached);
   PushOut(*engine, 400);
@@ -180,6 +207,9 @@ TEST_F(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
   const RunResult after = RunOne(*engine, a, &cached);  // still correct afterwards
   EXPECT_EQ(after.tokens.size(), 8u);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest, ::testing::Values(kStories, kV41),
+                         [](const auto& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace kvserve::engine

@@ -2,7 +2,7 @@
 // (model/v41.h) through the real engine, scheduler and hybrid KV manager: a request's tokens
 // and logprobs are bit-identical alone or among 16 others, for chunk budgets that split
 // compression groups and blocks anywhere, with 1 or 2 threads, after a prefix-cache hit, and
-// under preemption. The offload tiers (CPU, file) do not exist yet: not covered here.
+// under preemption. Reloads from the offload tiers: offload_engine_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -11,43 +11,10 @@
 
 #include "engine/v41_runner.h"
 #include "engine_test_util.h"
-#include "model/v41_random_model.h"
+#include "v41_test_model.h"
 
 namespace kvserve::engine::testing {
 namespace {
-
-// A small v41 model: 4 layers, window 8, layer 1 compresses 2:1 (read by itself), layer 2
-// 1:1 (read by 2 and 3), top-k 4, so prompts of 20-40 tokens exercise the indexer.
-model::V41ModelSpec SmallSpec() {
-  model::V41ModelSpec spec;
-  model::V41Config& c = spec.config;
-  c.context_length = 256;
-  c.dim = 64;
-  c.num_layers = 4;
-  c.ffn_dim = 96;
-  c.vocab_size = 128;
-  c.num_heads = 2;
-  c.latent_dim = 32;
-  c.rope_dim = 8;
-  c.window = 8;
-  c.sources = {{1, 2}, {2, 1}};
-  c.index_heads = 2;
-  c.index_dim = 32;
-  c.index_top_k = 4;
-  spec.seed = 9;
-  return spec;
-}
-
-std::string SmallModelPath() {
-  static const std::string path = [] {
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           fmt::format("kvserve-v41-test-{}.gguf", ::getpid()))
-                              .string();
-    CHECK(model::V41ModelWriter(SmallSpec()).Write(p).ok());
-    return p;
-  }();
-  return path;
-}
 
 std::unique_ptr<Engine> Load(int64_t budget_tokens, int threads, bool caching,
                              uint64_t kv_bytes = 8 << 20) {
