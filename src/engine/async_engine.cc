@@ -30,7 +30,9 @@ void RequestStream::Push(RequestOutput output) {
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
-    : engine_(std::move(engine)), max_model_len_(engine_->max_model_len()) {
+    : engine_(std::move(engine)),
+      offload_(engine_->offload()),
+      max_model_len_(engine_->max_model_len()) {
   metrics_ = engine_->Metrics();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -61,6 +63,11 @@ void AsyncEngine::Abort(RequestId id) {
     aborts_.push_back(id);
   }
   cv_.notify_all();
+}
+
+std::string AsyncEngine::OffloadPrometheus() const {
+  const offload::OffloadManager* tiers = offload_;
+  return tiers ? tiers->PrometheusText() : "";
 }
 
 MetricsSnapshot AsyncEngine::Metrics() const {

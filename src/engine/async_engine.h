@@ -63,6 +63,9 @@ class AsyncEngine {
   void Abort(RequestId id);
   // The metrics after the latest step. Thread-safe.
   MetricsSnapshot Metrics() const;
+  // The offload tiers' Prometheus text, read live (their counters move on the I/O threads);
+  // empty without tiers. Thread-safe.
+  std::string OffloadPrometheus() const;
   int64_t max_model_len() const { return max_model_len_; }
 
  private:
@@ -76,6 +79,7 @@ class AsyncEngine {
   void Dispatch(std::vector<RequestOutput> outputs);
 
   std::unique_ptr<Engine> engine_;
+  const offload::OffloadManager* offload_;  // engine_'s tiers (thread-safe), or null
   const int64_t max_model_len_;
   std::atomic<RequestId> next_id_{1};
 

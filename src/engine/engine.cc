@@ -315,7 +315,6 @@ MetricsSnapshot Engine::Metrics() const {
   snapshot.prefix_cache_queries = stats.prefix_query_tokens;
   snapshot.prefix_cache_hits = stats.prefix_hit_tokens;
   snapshot.prefix_cache_loaded = stats.prefix_loaded_tokens;
-  if (connector_) snapshot.offload_prometheus = connector_->manager().PrometheusText();
   snapshot.kv_usage = kv_->Stats().usage;
   return snapshot;
 }

@@ -51,7 +51,6 @@ struct MetricsSnapshot {
   int64_t prefix_cache_queries = 0;     // tokens looked up at admissions
   int64_t prefix_cache_hits = 0;        // of which found in a cache tier (device or lower)
   int64_t prefix_cache_loaded = 0;      // of which loaded from a tier below the device pool
-  std::string offload_prometheus;       // the offload tiers' Prometheus text (empty: none)
   int64_t num_preemptions = 0;
   int64_t num_prompt_tokens = 0;        // computed in prefill chunks (prompts, recomputes)
   int64_t num_generation_tokens = 0;    // sampled

@@ -77,7 +77,7 @@ std::string FormatPrometheus(const engine::MetricsSnapshot& m, const ServerCount
   w.Histogram("e2e_request_latency_seconds", "End-to-end request latency.", m.e2e_latency_s);
   w.Histogram("request_queue_time_seconds", "Arrival to first scheduled.", m.queue_time_s);
   w.Histogram("iteration_tokens_total", "Tokens per engine step.", m.tokens_per_step);
-  return w.Take() + m.offload_prometheus;
+  return w.Take();
 }
 
 }  // namespace kvserve::server

@@ -184,7 +184,8 @@ void Server::RegisterRoutes() {
 
 void Server::HandleMetrics(httplib::Response& res) {
   ServerCounters counters{options_.num_kv_blocks, admission_.in_flight(), num_rejected_.load()};
-  res.set_content(FormatPrometheus(engine_.Metrics(), counters, options_.served_model_name),
+  res.set_content(FormatPrometheus(engine_.Metrics(), counters, options_.served_model_name) +
+                      engine_.OffloadPrometheus(),
                   "text/plain; version=0.0.4");
 }
 

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -43,7 +44,10 @@ bool ServerProcess::Start(const std::string& model, const std::vector<std::strin
                ("kvserve_server_test_" + std::to_string(getpid()) + "_" +
                 std::to_string(port_) + ".log")).string();
   std::vector<std::string> args = {binary, "serve", model, "--port", std::to_string(port_),
-                                   "--host", "127.0.0.1", "--kv-cache-memory", "256MiB"};
+                                   "--host", "127.0.0.1"};
+  const bool has_budget =
+      std::find(extra.begin(), extra.end(), "--kv-cache-memory-bytes") != extra.end();
+  if (!has_budget) args.insert(args.end(), {"--kv-cache-memory-bytes", "256MiB"});
   args.insert(args.end(), extra.begin(), extra.end());
   pid_ = fork();
   if (pid_ == 0) {
