@@ -14,6 +14,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterInspect(app);
   RegisterPlan(app);
   RegisterBench(app);
+  RegisterBenchOffload(app.get_subcommand("bench"));
   RegisterGenerate(app);
   RegisterServe(app);
 }

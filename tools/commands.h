@@ -16,6 +16,7 @@ void RegisterBench(CLI::App& app);      // bench.cc
 void RegisterGenerate(CLI::App& app);   // generate.cc
 void RegisterServe(CLI::App& app);      // serve.cc
 void RegisterBenchServe(CLI::App* bench);  // bench_serve.cc: `bench serve`
+void RegisterBenchOffload(CLI::App* bench);  // bench_offload.cc: `bench offload`
 
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();

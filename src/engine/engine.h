@@ -112,6 +112,8 @@ class Engine {
     return connector_ ? &connector_->manager() : nullptr;
   }
   MetricsSnapshot Metrics() const;
+  // Drops the device prefix cache (blocks go to the CPU tier when one is configured).
+  int64_t ResetPrefixCache() { return kv_->ResetPrefixCache(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -58,6 +58,16 @@ void BlockPool::Evict(BlockId id) {
   if (on_evict_) on_evict_(id, hash);
 }
 
+int64_t BlockPool::EvictAllFree() {
+  int64_t n = 0;
+  for (BlockId id = blocks_[head_].next; id != head_; id = blocks_[id].next) {
+    if (!blocks_[id].hash.has_value()) continue;
+    Evict(id);
+    ++n;
+  }
+  return n;
+}
+
 std::optional<std::vector<BlockId>> BlockPool::Allocate(int32_t n) {
   CHECK_GE(n, 0);
   if (n > num_free_) return std::nullopt;

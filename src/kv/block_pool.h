@@ -73,6 +73,10 @@ class BlockPool {
   // True when this call registered the block.
   bool CacheFullBlock(BlockId block, const BlockHash& hash);
 
+  // Evicts every cached block in the free queue (each reported to the eviction callback);
+  // blocks held by requests keep their hashes. Returns how many were evicted.
+  int64_t EvictAllFree();
+
   void SetEvictionCallback(EvictionCallback callback) { on_evict_ = std::move(callback); }
   int64_t num_evictions() const { return num_evictions_; }
 

@@ -212,6 +212,12 @@ KvCacheStats KvCacheManager::Stats() const {
   return stats;
 }
 
+int64_t KvCacheManager::ResetPrefixCache() {
+  int64_t n = 0;
+  for (Group& g : groups_) n += g.pool->EvictAllFree();
+  return n;
+}
+
 void KvCacheManager::SetEvictionCallback(GroupEvictionCallback callback) {
   for (size_t g = 0; g < groups_.size(); ++g) {
     if (!callback) {

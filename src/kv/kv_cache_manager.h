@@ -123,6 +123,9 @@ class KvCacheManager {
   bool HasRequest(RequestId id) const { return requests_.count(id) != 0; }
   KvCacheStats Stats() const;
   void SetEvictionCallback(GroupEvictionCallback callback);
+  // vLLM's reset_prefix_cache: evicts every cached block no request holds (the eviction
+  // callback sees each, so offload tiers keep them). Returns the number evicted.
+  int64_t ResetPrefixCache();
   // Called from CacheFullBlocks for every computed block it registers (its bytes are final);
   // not for blocks registered by CommitLoadedBlocks.
   void SetComputedBlockCallback(GroupEvictionCallback callback) {

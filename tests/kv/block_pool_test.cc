@@ -50,6 +50,22 @@ TEST(BlockPoolTest, LruEvictionAndCachedHits) {
   EXPECT_TRUE(pool.CheckIntegrity().ok());
 }
 
+// reset_prefix_cache: free cached blocks lose their hashes (reported), held ones keep them.
+TEST(BlockPoolTest, EvictAllFreeDropsOnlyUnreferencedCachedBlocks) {
+  BlockPool pool(5, true);
+  std::vector<BlockId> evicted;
+  pool.SetEvictionCallback([&](BlockId b, const BlockHash&) { evicted.push_back(b); });
+  auto a = pool.Allocate(3).value();  // 1 2 3
+  for (int i = 0; i < 3; ++i) pool.CacheFullBlock(a[i], H(i));
+  pool.Free(std::vector<BlockId>{1, 2});  // block 3 stays held
+  EXPECT_EQ(pool.EvictAllFree(), 2);
+  EXPECT_EQ(evicted, (std::vector<BlockId>{1, 2}));
+  EXPECT_FALSE(pool.LookupCached(H(0)).has_value());
+  EXPECT_EQ(pool.LookupCached(H(2)), 3);
+  EXPECT_EQ(pool.NumFreeBlocks(), 3);
+  EXPECT_TRUE(pool.CheckIntegrity().ok());
+}
+
 TEST(BlockPoolTest, DuplicateHashStaysUncachedAndCachingCanBeOff) {
   BlockPool pool(4, true);
   auto a = pool.Allocate(2).value();
