@@ -24,6 +24,7 @@ std::string RandomModelPath() {
     model::RandomModelSpec spec;  // dim 64, 2 layers, 4 heads, 2 kv heads, vocab 128
     spec.seed = 5;
     CHECK(model::RandomModelWriter(spec).Write(p).ok());
+    RemoveAtExit(p);
     return p;
   }();
   return path;

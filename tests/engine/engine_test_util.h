@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <memory>
 #include <random>
@@ -87,6 +89,19 @@ inline std::vector<RunResult> RunAll(Engine& engine, const std::vector<EngineReq
     CHECK(integrity.ok()) << integrity.ToString();
   }
   return results;
+}
+
+// Deletes `path` when the test process exits (temporary model files).
+inline void RemoveAtExit(const std::string& path) {
+  static std::vector<std::string> paths;
+  static const bool registered = [] {
+    std::atexit([] {
+      for (const std::string& p : paths) std::remove(p.c_str());
+    });
+    return true;
+  }();
+  (void)registered;
+  paths.push_back(path);
 }
 
 inline std::vector<int32_t> RandomPrompt(std::mt19937& rng, int len, int vocab) {

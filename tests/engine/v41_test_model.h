@@ -8,6 +8,7 @@
 #include <string>
 
 #include "core/check.h"
+#include "engine_test_util.h"
 #include "model/v41_random_model.h"
 
 namespace kvserve::engine::testing {
@@ -40,6 +41,7 @@ inline std::string SmallModelPath() {
                            fmt::format("kvserve-v41-test-{}.gguf", ::getpid()))
                               .string();
     CHECK(model::V41ModelWriter(SmallSpec()).Write(p).ok());
+    RemoveAtExit(p);
     return p;
   }();
   return path;
