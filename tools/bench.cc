@@ -178,7 +178,8 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--max-num-batched-tokens", f->config.max_num_batched_tokens)->capture_default_str();
   tp->add_option("--max-model-len", f->max_model_len, "default: the model's context length");
   tp->add_option("--block-size", f->config.block_size)->capture_default_str();
-  tp->add_option("--kv-cache-memory", f->kv_cache_memory, "KV budget, e.g. 2GiB");
+  tp->add_option("--kv-cache-memory-bytes,--kv-cache-memory", f->kv_cache_memory,
+                 "KV budget, e.g. 2GiB");
   tp->add_option("--kv-cache-dtype", f->config.kv_cache_dtype)->capture_default_str();
   tp->add_option("--threads", f->config.num_threads)->capture_default_str();
   tp->add_flag("--no-enable-prefix-caching", f->no_prefix_caching);

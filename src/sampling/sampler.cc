@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <numeric>
 
@@ -17,8 +18,40 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 float Key(float logit) { return std::isnan(logit) ? kNegInf : logit; }
 
 // The fixed order of candidates: logit descending, ties by token id ascending.
-bool MoreLikely(const Candidate& a, const Candidate& b) {
+// A function object rather than a function pointer, so std::sort / nth_element inline the
+// comparison (sorting the whole vocabulary is the sampler's main cost).
+constexpr auto MoreLikely = [](const Candidate& a, const Candidate& b) {
   return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+};
+
+// Sort key of a finite logit: ascending key = descending logit. -0 and +0 get the same key
+// (MoreLikely treats them as equal). Example: 2.0f -> ~(0x40000000 | 0x80000000).
+uint32_t DescendingKey(float logit) {
+  uint32_t u;
+  const float l = logit == 0.0f ? 0.0f : logit;
+  std::memcpy(&u, &l, 4);
+  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+  return ~ascending;
+}
+
+// Sorts finite candidates by MoreLikely. `c` arrives in increasing token order, so a stable
+// LSD radix sort on the logit key alone (4 passes of 8 bits) breaks ties by token id exactly
+// as MoreLikely does; MoreLikely is a strict total order, so the result equals std::sort's.
+void SortMoreLikely(std::vector<Candidate>& c, std::vector<Candidate>& buffer) {
+  if (c.size() < 512 || !std::is_sorted(c.begin(), c.end(), [](const auto& a, const auto& b) {
+        return a.token < b.token;
+      })) {
+    std::sort(c.begin(), c.end(), MoreLikely);
+    return;
+  }
+  buffer.resize(c.size());
+  for (int shift = 0; shift < 32; shift += 8) {
+    size_t count[257] = {};
+    for (const Candidate& x : c) ++count[((DescendingKey(x.logit) >> shift) & 0xFF) + 1];
+    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
+    for (const Candidate& x : c) buffer[count[(DescendingKey(x.logit) >> shift) & 0xFF]++] = x;
+    c.swap(buffer);
+  }
 }
 
 // Index of the largest logit, ties to the lowest id; NaN never wins; 0 when all are -inf/NaN.
@@ -103,7 +136,7 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
                      MoreLikely);
     candidates_.resize(k);
   }
-  std::sort(candidates_.begin(), candidates_.end(), MoreLikely);
+  SortMoreLikely(candidates_, sort_buffer_);
   Normalise(candidates_.size());
   if (params.top_p < 1.0f) {
     // Keep tokens while the mass before them is below top_p. Example: probs 0.5 0.3 0.2,

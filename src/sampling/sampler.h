@@ -85,6 +85,7 @@ class Sampler {
   std::vector<int32_t> touched_;       // ids whose token_counts_ / seen_ entries are set
   std::vector<Candidate> candidates_;  // (<= vocab_size) the surviving tokens, sorted
   std::vector<int32_t> order_;         // (vocab_size) token ids, for the top-logprob selection
+  std::vector<Candidate> sort_buffer_;  // (<= vocab_size) the radix sort's second buffer
 };
 
 }  // namespace kvserve::sampling

@@ -1,10 +1,13 @@
 #include "kernels/cpu/attention.h"
 
 #include <algorithm>
+#include <atomic>
+#include <cmath>
 #include <cstring>
+#include <limits>
 
 #include "core/check.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/kv_dequant.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -12,6 +15,9 @@ namespace {
 
 // The largest BlockElems of any DType (Q8_0, Q4_0, FP8/FP4 with E8M0 scales: 32).
 constexpr int64_t kMaxBlockElems = 32;
+constexpr int kLanes = 16;
+constexpr int kQueryTile = AttentionScratch::kQueryTile;
+constexpr int kKeyChunk = AttentionScratch::kKeyChunk;
 
 // The sequence that owns batch row `row`. note: seqs are contiguous in rows, in order.
 const AttentionSequence& SequenceOfRow(std::span<const AttentionSequence> seqs, int64_t row) {
@@ -31,70 +37,163 @@ int64_t TotalRows(std::span<const AttentionSequence> seqs) {
   return rows;
 }
 
-// Values [first, first + count) of a stored row, dequantized into buf (count + 2 blocks floats).
-// Returns a pointer to value `first`. Quantized blocks may span heads, so whole blocks are
-// dequantized. Example: head_dim 8, Q8_0 (32 values in 34 B), kv head 5 = values [40, 48):
-// block 1 (values 32..63) is dequantized from byte 34, and the head starts at buf + 8.
-const float* DequantizeSlice(tensor::DType dtype, const std::byte* row, int64_t first,
-                             int64_t count, float* buf) {
-  if (dtype == tensor::DType::kF32) return reinterpret_cast<const float*>(row) + first;
+// Values [first, first + count) of a stored row into dst. Quantized blocks may span heads, so
+// whole blocks are dequantized into `staging` (count + 2 blocks floats) and the slice copied.
+// Example: head_dim 8, Q8_0 (32 values in 34 B), kv head 5 = values [40, 48): block 1
+// (values 32..63) is dequantized from byte 34, and the head is staging[8..16).
+void DequantizeSlice(tensor::DType dtype, const std::byte* row, int64_t first, int64_t count,
+                     float* dst, float* staging) {
   const int64_t block_elems = tensor::BlockElems(dtype);
   DCHECK(block_elems <= kMaxBlockElems);
   const int64_t block_lo = first / block_elems;
   const int64_t block_hi = (first + count + block_elems - 1) / block_elems;
-  tensor::DequantizeRow(dtype, row + block_lo * tensor::BlockBytes(dtype), buf,
-                        (block_hi - block_lo) * block_elems);
-  return buf + (first - block_lo * block_elems);
+  const std::byte* src = row + block_lo * tensor::BlockBytes(dtype);
+  if (first % block_elems == 0 && count % block_elems == 0) {
+    DequantizeKvRow(dtype, src, dst, count);
+    return;
+  }
+  DequantizeKvRow(dtype, src, staging, (block_hi - block_lo) * block_elems);
+  std::memcpy(dst, staging + (first - block_lo * block_elems), sizeof(float) * count);
 }
 
-float Dot(const float* a, const float* b, int n) {
-  float sum = 0.0f;
-  for (int i = 0; i < n; ++i) sum += a[i] * b[i];
-  return sum;
+// 16-lane dot product of two zero-padded vectors (n a multiple of 16): lane l sums a[c] * b[c]
+// over c = l, l + 16, ... in order; lanes are then summed by halving (l += l + 8, l += l + 4,
+// l += l + 2, l += l + 1).
+inline __attribute__((always_inline)) float Dot16(const float* a, const float* b, int n) {
+  float lanes[kLanes] = {};
+  for (int c = 0; c < n; c += kLanes) {
+    for (int l = 0; l < kLanes; ++l) lanes[l] += a[c + l] * b[c + l];
+  }
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
 }
 
-// One (row, kv head) item of PagedAttention: all `group` query heads that share the kv head.
-void AttendOne(const AttentionShape& shape, const tensor::PagedKvView& kv, int layer,
-               const AttentionSequence& seq, int64_t row, int kv_head, const float* q, float* out,
-               float* scores, float* row_buf, float* acc, int32_t max_context) {
+// The hot loops are compiled for AVX-512, AVX2 and baseline x86-64 and picked at load time; all
+// three compute the same bits (lanes are independent, and -ffp-contract=off forbids fusing).
+#if defined(__x86_64__) && !defined(__clang__)
+#define KVSERVE_ATTENTION_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define KVSERVE_ATTENTION_CLONES
+#endif
+
+// One online-softmax step of one query head over keys [a, b) of the current chunk (indices
+// into keys/values). q: (padded_hd); acc: (hd); max/sum: the running state (see attention.h).
+KVSERVE_ATTENTION_CLONES void UpdateQuery(const float* q, const float* keys, const float* values, int a, int b, int hd,
+                 int padded_hd, float scale, float* acc, float& max, float& sum) {
+  float s[kKeyChunk];
+  float chunk_max = -std::numeric_limits<float>::infinity();
+  for (int j = a; j < b; ++j) {
+    s[j] = scale * Dot16(q, keys + static_cast<int64_t>(j) * padded_hd, padded_hd);
+    chunk_max = std::max(chunk_max, s[j]);
+  }
+  const float new_max = std::max(max, chunk_max);
+  const float alpha = std::exp(max - new_max);  // 0 on the first chunk (max = -inf)
+  float chunk_sum = 0.0f;
+  for (int j = a; j < b; ++j) {
+    s[j] = std::exp(s[j] - new_max);
+    chunk_sum += s[j];
+  }
+  sum = sum * alpha + chunk_sum;
+  max = new_max;
+  for (int d = 0; d < hd; ++d) acc[d] *= alpha;
+  for (int j = a; j < b; ++j) {
+    const float p = s[j];
+    const float* v = values + static_cast<int64_t>(j) * hd;
+    for (int d = 0; d < hd; ++d) acc[d] += p * v[d];
+  }
+}
+
+int32_t WindowStart(const AttentionShape& shape, int32_t pos) {
+  return shape.window ? std::max<int32_t>(0, pos - *shape.window + 1) : 0;
+}
+
+// Dequantizes K and V of positions [lo, hi) (inside chunk c0) of one kv head into t.
+void LoadChunk(const tensor::PagedKvView& kv, int layer, const AttentionSequence& seq,
+               int kv_head, int hd, int padded_hd, int32_t c0, int32_t lo, int32_t hi,
+               AttentionScratch::Thread& t) {
+  const int64_t slice_first = static_cast<int64_t>(kv_head) * hd;
+  for (int32_t j = lo; j < hi; ++j) {
+    CHECK_LT(static_cast<size_t>(j / kv.block_size), seq.block_table.size())
+        << "block table does not cover position " << j;
+    const int32_t block = seq.block_table[j / kv.block_size];
+    const int slot = j % kv.block_size;
+    DequantizeSlice(kv.dtype, kv.KRow(layer, block, slot), slice_first, hd,
+                    t.keys + static_cast<int64_t>(j - c0) * padded_hd, t.staging);
+    DequantizeSlice(kv.dtype, kv.VRow(layer, block, slot), slice_first, hd,
+                    t.values + static_cast<int64_t>(j - c0) * hd, t.staging);
+  }
+}
+
+// One work item: every query head of `kv_head` for item.count consecutive rows of a sequence.
+void AttendItem(const AttentionShape& shape, const tensor::PagedKvView& kv, int layer,
+                const AttentionSequence& seq, const AttentionScratch::Item& item, int padded_hd,
+                const float* q, float* out, AttentionScratch::Thread& t) {
   const int group = shape.num_heads / shape.num_kv_heads;
   const int hd = shape.head_dim;
-  const int32_t pos = seq.start_pos + static_cast<int32_t>(row - seq.first_row);
-  const int32_t lo = shape.window ? std::max<int32_t>(0, pos - *shape.window + 1) : 0;
-  const int32_t n = pos - lo + 1;
-  CHECK_LT(pos, max_context) << "attention scratch too small";
-  CHECK_LT(static_cast<size_t>(pos / kv.block_size), seq.block_table.size())
-      << "block table does not cover position " << pos;
   const int64_t q_stride = static_cast<int64_t>(shape.num_heads) * hd;
-  const float* q_row = q + row * q_stride + static_cast<int64_t>(kv_head) * group * hd;
-  const int64_t slice_first = static_cast<int64_t>(kv_head) * hd;
-
-  // Scores: scores[g * max_context + (j - lo)] = scale * q_g . k_j.
-  for (int32_t j = lo; j <= pos; ++j) {
-    const int32_t block = seq.block_table[j / kv.block_size];
-    const std::byte* k_row = kv.KRow(layer, block, j % kv.block_size);
-    const float* k = DequantizeSlice(kv.dtype, k_row, slice_first, hd, row_buf);
+  const int64_t row0 = seq.first_row + item.first;
+  const int32_t pos0 = seq.start_pos + item.first;
+  const int32_t last = pos0 + item.count - 1;
+  const int num_queries = item.count * group;  // query (r, g) at index r * group + g
+  for (int r = 0; r < item.count; ++r) {
+    const float* src = q + (row0 + r) * q_stride + static_cast<int64_t>(item.kv_head) * group * hd;
     for (int g = 0; g < group; ++g) {
-      scores[static_cast<int64_t>(g) * max_context + (j - lo)] =
-          shape.scale * Dot(q_row + static_cast<int64_t>(g) * hd, k, hd);
+      std::memcpy(t.queries + static_cast<int64_t>(r * group + g) * padded_hd, src + g * hd,
+                  sizeof(float) * hd);
     }
   }
-  for (int g = 0; g < group; ++g) Softmax(scores + static_cast<int64_t>(g) * max_context, n);
-
-  // Weighted sum of V rows, positions in increasing order.
-  std::fill(acc, acc + static_cast<int64_t>(group) * hd, 0.0f);
-  for (int32_t j = lo; j <= pos; ++j) {
-    const int32_t block = seq.block_table[j / kv.block_size];
-    const std::byte* v_row = kv.VRow(layer, block, j % kv.block_size);
-    const float* v = DequantizeSlice(kv.dtype, v_row, slice_first, hd, row_buf);
-    for (int g = 0; g < group; ++g) {
-      const float p = scores[static_cast<int64_t>(g) * max_context + (j - lo)];
-      float* a = acc + static_cast<int64_t>(g) * hd;
-      for (int d = 0; d < hd; ++d) a[d] += p * v[d];
+  std::fill(t.acc, t.acc + static_cast<int64_t>(num_queries) * hd, 0.0f);
+  std::fill(t.max, t.max + num_queries, -std::numeric_limits<float>::infinity());
+  std::fill(t.sum, t.sum + num_queries, 0.0f);
+  const int32_t first_key = WindowStart(shape, pos0);
+  for (int32_t c0 = first_key / kKeyChunk * kKeyChunk; c0 <= last; c0 += kKeyChunk) {
+    const int32_t chunk_end = std::min(c0 + kKeyChunk, last + 1);
+    LoadChunk(kv, layer, seq, item.kv_head, hd, padded_hd, c0, std::max(c0, first_key), chunk_end,
+              t);
+    for (int r = 0; r < item.count; ++r) {
+      const int32_t pos = pos0 + r;
+      const int a = std::max(c0, WindowStart(shape, pos)) - c0;
+      const int b = std::min(c0 + kKeyChunk, pos + 1) - c0;
+      if (a >= b) continue;
+      for (int g = 0; g < group; ++g) {
+        const int i = r * group + g;
+        UpdateQuery(t.queries + static_cast<int64_t>(i) * padded_hd, t.keys, t.values, a, b, hd,
+                    padded_hd, shape.scale, t.acc + static_cast<int64_t>(i) * hd, t.max[i],
+                    t.sum[i]);
+      }
     }
   }
-  std::memcpy(out + row * q_stride + static_cast<int64_t>(kv_head) * group * hd, acc,
-              sizeof(float) * group * hd);
+  for (int r = 0; r < item.count; ++r) {
+    float* dst = out + (row0 + r) * q_stride + static_cast<int64_t>(item.kv_head) * group * hd;
+    for (int g = 0; g < group; ++g) {
+      const int i = r * group + g;
+      const float inv = 1.0f / t.sum[i];
+      const float* a = t.acc + static_cast<int64_t>(i) * hd;
+      for (int d = 0; d < hd; ++d) dst[g * hd + d] = a[d] * inv;
+    }
+  }
+}
+
+// Work items of a step, the most expensive (latest tiles of the longest contexts) first, so
+// that dynamic claiming ends with the cheap ones. Every row of every sequence is covered once.
+void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> seqs,
+                std::vector<AttentionScratch::Item>& items) {
+  items.clear();
+  for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s) {
+    for (int32_t first = 0; first < seqs[s].num_tokens; first += kQueryTile) {
+      const int32_t count = std::min(kQueryTile, seqs[s].num_tokens - first);
+      for (int h = 0; h < shape.num_kv_heads; ++h) items.push_back({s, first, count, h});
+    }
+  }
+  auto cost = [&](const AttentionScratch::Item& it) {
+    const int32_t last = seqs[it.seq].start_pos + it.first + it.count - 1;
+    return static_cast<int64_t>(last - WindowStart(shape, seqs[it.seq].start_pos + it.first)) *
+           it.count;
+  };
+  std::stable_sort(items.begin(), items.end(),
+                   [&](const auto& x, const auto& y) { return cost(x) > cost(y); });
 }
 
 }  // namespace
@@ -104,13 +203,27 @@ AttentionScratch::AttentionScratch(const AttentionShape& shape, int32_t max_cont
     : max_context_tokens_(max_context_tokens), num_threads_(num_threads) {
   CHECK_GT(shape.num_kv_heads, 0);
   CHECK_EQ(shape.num_heads % shape.num_kv_heads, 0);
+  CHECK_GE(num_threads, 1);
   const int64_t group = shape.num_heads / shape.num_kv_heads;
-  scores_per_thread_ = group * max_context_tokens;
-  row_per_thread_ = shape.head_dim + 2 * kMaxBlockElems;
-  acc_per_thread_ = group * shape.head_dim;
-  scores_.assign(scores_per_thread_ * num_threads, 0.0f);
-  row_.assign(row_per_thread_ * num_threads, 0.0f);
-  acc_.assign(acc_per_thread_ * num_threads, 0.0f);
+  const int64_t hd = shape.head_dim;
+  padded_head_dim_ = static_cast<int>((hd + kLanes - 1) / kLanes * kLanes);
+  const int64_t sizes[7] = {kKeyChunk * padded_head_dim_,        kKeyChunk * hd,
+                            hd + 2 * kMaxBlockElems,             kQueryTile * group * padded_head_dim_,
+                            kQueryTile * group * hd,             kQueryTile * group,
+                            kQueryTile * group};
+  floats_per_thread_ = 0;
+  for (int i = 0; i < 7; ++i) {
+    offsets_[i] = floats_per_thread_;
+    floats_per_thread_ += (sizes[i] + 15) / 16 * 16;  // 64-byte multiples
+  }
+  buffer_.assign(static_cast<size_t>(floats_per_thread_ * num_threads), 0.0f);
+}
+
+AttentionScratch::Thread AttentionScratch::ForThread(int t) {
+  CHECK(t >= 0 && t < num_threads_);
+  float* base = buffer_.data() + t * floats_per_thread_;
+  return {base + offsets_[0], base + offsets_[1], base + offsets_[2], base + offsets_[3],
+          base + offsets_[4], base + offsets_[5], base + offsets_[6]};
 }
 
 void WriteKv(const tensor::PagedKvView& kv, int layer, std::span<const AttentionSequence> seqs,
@@ -138,15 +251,20 @@ void PagedAttention(const AttentionShape& shape, const tensor::PagedKvView& kv, 
   CHECK_EQ(shape.num_heads % shape.num_kv_heads, 0);
   CHECK_GE(scratch.num_threads(), pool.num_threads());
   CHECK(!shape.window || *shape.window > 0) << "window must be positive";
-  const int64_t rows = TotalRows(seqs);
-  const size_t items = static_cast<size_t>(rows) * shape.num_kv_heads;
-  pool.ParallelFor(items, [&](size_t begin, size_t end, int thread) {
-    for (size_t item = begin; item < end; ++item) {
-      const int64_t row = static_cast<int64_t>(item / shape.num_kv_heads);
-      const int kv_head = static_cast<int>(item % shape.num_kv_heads);
-      AttendOne(shape, kv, layer, SequenceOfRow(seqs, row), row, kv_head, q, out,
-                scratch.Scores(thread), scratch.Row(thread), scratch.Acc(thread),
-                scratch.max_context_tokens());
+  TotalRows(seqs);
+  for (const AttentionSequence& s : seqs) {
+    CHECK_LE(s.start_pos + s.num_tokens, scratch.max_context_tokens())
+        << "attention scratch too small";
+  }
+  std::vector<AttentionScratch::Item>& items = scratch.items();
+  BuildItems(shape, seqs, items);
+  std::atomic<size_t> next{0};
+  const int padded_hd = scratch.padded_head_dim();
+  pool.ParallelFor(static_cast<size_t>(pool.num_threads()), [&](size_t, size_t, int thread) {
+    AttentionScratch::Thread t = scratch.ForThread(thread);
+    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
+      const AttentionScratch::Item& item = items[i];
+      AttendItem(shape, kv, layer, seqs[item.seq], item, padded_hd, q, out, t);
     }
   });
 }

@@ -6,9 +6,20 @@
 //   2. WriteKv quantizes them into their cache slots,
 //   3. PagedAttention reads every needed K/V row back from the cache, dequantized.
 //
-// Determinism: each (token, kv head) is computed by one thread, positions in increasing order,
-// softmax in f32 with max subtraction; nothing depends on the other tokens of the batch, on how
-// a prompt was chunked or on the thread count (DESIGN.md section 5).
+// Numerics (fixed per query, DESIGN.md section 5): keys are visited in chunks of 16 aligned to
+// absolute positions (chunk c = positions [16c, 16c + 16), clipped to the query's visible range),
+// in increasing order. Per chunk, scores s_j = scale * dot(q, k_j) (16 lanes: lane l sums
+// columns l, l + 16, ... in order, then a fixed halving tree), m' = max(m, max_j s_j),
+// a = exp(m - m'), p_j = exp(s_j - m'), sum = sum * a + (sum_j p_j in order),
+// acc[d] = acc[d] * a + p_j * v_j[d] for j in order; at the end out = acc / sum.
+// Each query's arithmetic depends only on its position, its window and the cached K/V, never on
+// the other tokens of the batch, on how a prompt was chunked, on the work split or on the
+// thread count. Example: a query at position 37 (no window) runs chunks [0,16), [16,32),
+// [32,38); whether it is alone or in a tile with positions 32..47 changes nothing.
+//
+// Parallelism: work items are (sequence, kv head, tile of up to 32 consecutive query rows); the
+// tile reuses each dequantized K/V chunk for all its queries and all query heads of the group.
+// Threads claim items dynamically (the most expensive first), which balances causal prefill.
 #pragma once
 
 #include <cstdint>
@@ -43,29 +54,54 @@ struct AttentionSequence {
   std::span<const int32_t> block_table;
 };
 
-// Per-thread buffers of PagedAttention, sized once for a shape, a context length and a thread
-// count; fits every KV dtype (blocks of at most 32 values). Owned by the caller; not shared
-// between concurrent calls.
+// Working memory of PagedAttention, sized once for a shape, a context length and a thread
+// count; fits every KV dtype (blocks of at most 32 values). Owns, per thread t:
+//   keys:   (kKeyChunk, padded_head_dim) f32, one chunk of K rows of one kv head, dequantized
+//   values: (kKeyChunk, head_dim) f32, the same chunk of V rows
+//   staging: (head_dim + 2 * 32) f32, whole quantized blocks around a head's slice
+//   queries: (kQueryTile, group, padded_head_dim) f32, the work item's query rows, zero-padded
+//   acc:    (kQueryTile, group, head_dim) f32, unnormalized outputs
+//   max, sum: (kQueryTile, group) f32, online-softmax running max and denominator
+// plus the step's list of work items. padded_head_dim = head_dim rounded up to 16; the padding
+// stays zero. Owned by the caller; not shared between concurrent calls.
 class AttentionScratch {
  public:
+  static constexpr int kQueryTile = 32;  // query rows of one sequence per work item
+  static constexpr int kKeyChunk = 16;   // keys per online-softmax step, at positions 16c..16c+15
+
+  struct Thread {
+    float* keys;
+    float* values;
+    float* staging;
+    float* queries;
+    float* acc;
+    float* max;
+    float* sum;
+  };
+  // One work item: rows [first, first + count) of seqs[seq], kv head kv_head.
+  struct Item {
+    int32_t seq = 0;
+    int32_t first = 0;
+    int32_t count = 0;
+    int32_t kv_head = 0;
+  };
+
   AttentionScratch(const AttentionShape& shape, int32_t max_context_tokens, int num_threads);
 
   int32_t max_context_tokens() const { return max_context_tokens_; }
   int num_threads() const { return num_threads_; }
-  // Thread t's buffers.
-  float* Scores(int t) { return scores_.data() + t * scores_per_thread_; }  // (group, max_context)
-  float* Row(int t) { return row_.data() + t * row_per_thread_; }           // (head_dim + 2 blocks)
-  float* Acc(int t) { return acc_.data() + t * acc_per_thread_; }           // (group, head_dim)
+  int padded_head_dim() const { return padded_head_dim_; }
+  Thread ForThread(int t);
+  std::vector<Item>& items() { return items_; }
 
  private:
   int32_t max_context_tokens_;
   int num_threads_;
-  int64_t scores_per_thread_;
-  int64_t row_per_thread_;
-  int64_t acc_per_thread_;
-  std::vector<float> scores_;
-  std::vector<float> row_;
-  std::vector<float> acc_;
+  int padded_head_dim_;
+  int64_t floats_per_thread_;
+  int64_t offsets_[7];
+  std::vector<float> buffer_;  // num_threads x floats_per_thread_, zero-initialized
+  std::vector<Item> items_;    // capacity grows to the largest step, then stays
 };
 
 // Quantizes this step's K and V rows into their cache slots of `layer`.

@@ -44,6 +44,17 @@ struct MatMulArgs {
   float* dx;
 };
 
+// std::clamp(std::round(v), -127, 127) without the libm call, so the loop vectorizes: t is v
+// truncated toward zero (exact below 2^31; v is at most ~127 here); |v - t| is the exact
+// fractional part, and a half or more rounds away from zero. Example: -2.5 -> t = -2,
+// |-0.5| >= 0.5 -> -3, as std::round. NaN (from a NaN activation) gives 0.
+inline float RoundHalfAwayClamp127(float v) {
+  const float c = v == v ? std::min(std::max(v, -127.0f), 127.0f) : 0.0f;
+  const float t = static_cast<float>(static_cast<int32_t>(c));
+  const float away = std::fabs(c - t) >= 0.5f ? (c < 0.0f ? -1.0f : 1.0f) : 0.0f;
+  return t + away;
+}
+
 }  // namespace
 
 MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
@@ -59,15 +70,18 @@ void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
   CHECK_EQ(cols % 32, 0);
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float* xb = x + 32 * b;
+    // max over 8 lanes, then over the lanes: the same value as a sequential max (NaN is
+    // skipped either way), in a form the compiler vectorizes.
+    float lanes[8] = {};
+    for (int i = 0; i < 32; i += 8) {
+      for (int l = 0; l < 8; ++l) lanes[l] = std::max(lanes[l], std::fabs(xb[i + l]));
+    }
     float amax = 0.0f;
-    for (int i = 0; i < 32; ++i) amax = std::max(amax, std::fabs(xb[i]));
+    for (float l : lanes) amax = std::max(amax, l);
     const float scale = amax / 127.0f;
     const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
     d[b] = scale;
-    for (int i = 0; i < 32; ++i) {
-      const float v = std::clamp(std::round(xb[i] * inv), -127.0f, 127.0f);
-      q[32 * b + i] = static_cast<int8_t>(v);
-    }
+    for (int i = 0; i < 32; ++i) q[32 * b + i] = static_cast<int8_t>(RoundHalfAwayClamp127(xb[i] * inv));
   }
 }
 
