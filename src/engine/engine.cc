@@ -142,7 +142,7 @@ Engine::Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheM
           kv_.get(), connector_.get())),
       kv_view_(kv_->KvView(0)),
       pool_(config.num_threads),
-      sampler_(runner_->vocab_size()),
+      samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(runner_->vocab_size())),
       eos_token_id_(eos),
       logits_(static_cast<size_t>(config.max_num_seqs) * runner_->vocab_size()) {}
 
@@ -223,18 +223,31 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
 }
 
 // One token per request whose computed tokens reached its end, from its own seeded stream.
+// Requests are sampled in parallel (each draw depends only on its own logits, seed and
+// position, so the thread that takes it changes nothing).
 std::vector<scheduler::SampledToken> Engine::SampleAll(const scheduler::SchedulerOutput& plan) {
+  std::vector<const scheduler::ScheduledRequest*> jobs;  // row i of logits_ is jobs[i]
+  for (const scheduler::ScheduledRequest& s : plan.scheduled) {
+    if (s.needs_sample) jobs.push_back(&s);
+  }
+  const int32_t vocab = runner_->vocab_size();
+  std::vector<sampling::SampleResult> results(jobs.size());
+  pool_.ParallelFor(jobs.size(), [&](size_t begin, size_t end, int thread) {
+    for (size_t i = begin; i < end; ++i) {
+      const scheduler::Request& r = *scheduler_->Find(jobs[i]->id);
+      const RequestState& state = states_.at(jobs[i]->id);
+      const std::span<const float> logits(logits_.data() + i * vocab, vocab);
+      results[i] = samplers_[thread].Sample(logits, state.params, {r.Prompt(), r.Output()},
+                                            state.seed);
+    }
+  });
   std::vector<scheduler::SampledToken> sampled;
   step_tokens_.clear();
-  const int32_t vocab = runner_->vocab_size();
-  int64_t row = 0;
-  for (const scheduler::ScheduledRequest& s : plan.scheduled) {
-    if (!s.needs_sample) continue;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    const scheduler::ScheduledRequest& s = *jobs[i];
     const scheduler::Request& r = *scheduler_->Find(s.id);
     const RequestState& state = states_.at(s.id);
-    const std::span<const float> logits(logits_.data() + row++ * vocab, vocab);
-    sampling::SampleResult result =
-        sampler_.Sample(logits, state.params, {r.Prompt(), r.Output()}, state.seed);
+    sampling::SampleResult& result = results[i];
     const std::optional<sampling::FinishReason> finish = sampling::CheckFinish(
         state.params, result.token, static_cast<int32_t>(r.NumOutputTokens() + 1), eos_token_id_);
     sampled.push_back({s.id, result.token, finish == sampling::FinishReason::kStop});

@@ -143,7 +143,7 @@ class Engine {
   std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
   tensor::PagedKvView kv_view_;  // of group 0; the arena never moves
   ThreadPool pool_;
-  sampling::Sampler sampler_;
+  std::vector<sampling::Sampler> samplers_;  // one per pool thread (scratch buffers)
   std::optional<int32_t> eos_token_id_;
   std::unordered_map<RequestId, RequestState> states_;
   RequestId next_id_ = 1;
