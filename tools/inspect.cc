@@ -1,18 +1,26 @@
-// `kvserve inspect MODEL [--json] [--kv-type f16]`: what a GGUF file holds, and what its KV
-// cache costs per token.
+// `kvserve inspect MODEL [--json] [--kv-cache-dtype D] [--block-size B]
+// [--kv-cache-memory-bytes SIZE] [--max-model-len L] [--max-num-batched-tokens T]`: what a
+// GGUF file holds, what its KV cache costs per token (per group, with the formula) and what a
+// KV budget buys: blocks per group, "KV cache: N tokens", "max concurrency at max-model-len
+// L: X". The KV lines come from the functions `kvserve serve` runs at startup
+// (model::MakeModelKvLayout, engine::ResolveMaxModelLen, kv::ComputeCapacity,
+// kv::FormatCapacityReport) with serve's defaults, so for the same flags they print the same
+// numbers.
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
-#include <CLI/CLI.hpp>
-
 #include "core/units.h"
+#include "engine/engine.h"
 #include "gguf/ggml_types.h"
 #include "gguf/gguf.h"
+#include "kv/config.h"
+#include "model/kv_layout.h"
 #include "model/v41_config.h"
 #include "tools/commands.h"
 
@@ -23,8 +31,8 @@ using gguf::Value;
 using gguf::ValueType;
 using json = nlohmann::json;
 
-constexpr size_t kArrayPreview = 5;     // array elements shown
-constexpr size_t kStringPreview = 60;   // characters of a string shown
+constexpr size_t kArrayPreview = 5;    // array elements shown
+constexpr size_t kStringPreview = 60;  // characters of a string shown
 
 std::string Quote(const std::string& s) {
   std::string out = "\"";
@@ -42,8 +50,8 @@ std::string Quote(const std::string& s) {
 // One line: scalars as they are; arrays as [type x length] and their first elements.
 std::string ValueText(const Value& v) {
   if (const auto* a = std::get_if<gguf::Array>(&v.data)) {
-    std::string out = fmt::format("[{} x {}]", gguf::ValueTypeName(a->element_type),
-                                  a->elements.size());
+    std::string out =
+        fmt::format("[{} x {}]", gguf::ValueTypeName(a->element_type), a->elements.size());
     for (size_t i = 0; i < a->elements.size() && i < kArrayPreview; ++i) {
       out += (i == 0 ? " " : ", ") + ValueText(a->elements[i]);
     }
@@ -79,44 +87,60 @@ std::string TypeName(const gguf::TensorInfo& t) {
   return fmt::format("type{}", t.ggml_type);
 }
 
-// KV bytes per token of a transformer whose metadata follows llama.cpp's `{arch}.*` keys.
-struct KvPerToken {
-  int64_t num_layers = 0;
-  int64_t num_kv_heads = 0;
-  int64_t key_dim = 0;    // per head
-  int64_t value_dim = 0;  // per head
-  int64_t bytes = 0;      // per token, all layers, K and V
-  std::string formula;
+// The KV accounting for one budget: what `kvserve serve` would allocate with these flags.
+struct KvOptions {
+  std::string kv_cache_dtype = "auto";
+  int block_size = engine::EngineConfig{}.block_size;
+  std::string kv_cache_memory;  // empty: kv::DefaultCpuKvBudgetBytes(), serve's default
+  int64_t max_model_len = 0;    // 0: the model's context length (lowered to fit, like serve)
+  int64_t max_num_batched_tokens = engine::EngineConfig{}.max_num_batched_tokens;
 };
 
-Result<KvPerToken> ComputeKvPerToken(const gguf::GgufFile& file, tensor::DType dtype) {
-  KV_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
-  KvPerToken kv;
-  KV_ASSIGN_OR_RETURN(kv.num_layers, file.GetInt(arch + ".block_count"));
-  KV_ASSIGN_OR_RETURN(int64_t heads, file.GetInt(arch + ".attention.head_count"));
-  KV_ASSIGN_OR_RETURN(int64_t dim, file.GetInt(arch + ".embedding_length"));
-  KV_ASSIGN_OR_RETURN(kv.num_kv_heads, file.GetIntOr(arch + ".attention.head_count_kv", heads));
-  if (heads <= 0 || dim % heads != 0) return Corrupt("head_count does not divide the width");
-  KV_ASSIGN_OR_RETURN(kv.key_dim, file.GetIntOr(arch + ".attention.key_length", dim / heads));
-  KV_ASSIGN_OR_RETURN(kv.value_dim, file.GetIntOr(arch + ".attention.value_length", kv.key_dim));
-  const int64_t k_row = kv.num_kv_heads * kv.key_dim;
-  const int64_t v_row = kv.num_kv_heads * kv.value_dim;
-  if (!tensor::IsValidRowLength(dtype, k_row) || !tensor::IsValidRowLength(dtype, v_row)) {
-    return InvalidArgument(fmt::format("a KV row of {} values is not a whole number of {} blocks",
-                                       k_row, tensor::DTypeName(dtype)));
+struct KvReport {
+  uint64_t budget_bytes = 0;
+  kv::KvCacheConfig config;
+  std::vector<std::string> group_names;
+  kv::KvCapacity capacity;
+  double growing_bytes_per_token = 0;  // non-sliding groups: what every token adds
+  std::string per_token_formula;       // one group: its formula; several: the sum
+  std::vector<std::string> lines;      // kv::FormatCapacityReport
+};
+
+Result<KvReport> ComputeKvReport(const gguf::GgufFile& file, const KvOptions& o) {
+  KvReport r;
+  r.budget_bytes = kv::DefaultCpuKvBudgetBytes();
+  if (!o.kv_cache_memory.empty()) {
+    KV_ASSIGN_OR_RETURN(r.budget_bytes, kv::ParseKvBudget(o.kv_cache_memory));
   }
-  kv.bytes = kv.num_layers * (tensor::RowBytes(dtype, k_row) + tensor::RowBytes(dtype, v_row));
-  const double bytes_per_elem = static_cast<double>(tensor::BlockBytes(dtype)) /
-                                static_cast<double>(tensor::BlockElems(dtype));
-  const std::string dims = kv.key_dim == kv.value_dim
-                               ? fmt::format("2 (K and V) x {} layers x {} KV heads x {} head dim",
-                                             kv.num_layers, kv.num_kv_heads, kv.key_dim)
-                               : fmt::format("{} layers x {} KV heads x ({} K + {} V) head dims",
-                                             kv.num_layers, kv.num_kv_heads, kv.key_dim,
-                                             kv.value_dim);
-  kv.formula = fmt::format("{} x {:g} B ({}) = {} B", dims, bytes_per_elem,
-                           tensor::DTypeName(dtype), kv.bytes);
-  return kv;
+  KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
+  model::KvLayoutOptions layout_options{o.kv_cache_dtype, o.block_size, shape.context_length,
+                                        o.max_num_batched_tokens};
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context,
+                      model::MakeModelKvLayout(shape, layout_options));
+  std::optional<int64_t> requested;
+  if (o.max_model_len > 0) requested = o.max_model_len;
+  KV_ASSIGN_OR_RETURN(layout_options.max_model_len,
+                      engine::ResolveMaxModelLen(at_context.config, r.budget_bytes,
+                                                 shape.context_length, requested));
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, model::MakeModelKvLayout(shape, layout_options));
+  KV_ASSIGN_OR_RETURN(r.capacity, kv::ComputeCapacity(layout.config, r.budget_bytes));
+  r.config = std::move(layout.config);
+  std::vector<std::string> terms;
+  for (size_t g = 0; g < r.config.groups.size(); ++g) {
+    r.group_names.push_back(layout.groups[g].name);
+    if (std::holds_alternative<kv::SlidingWindow>(r.config.groups[g].spec)) continue;
+    r.growing_bytes_per_token += r.capacity.groups[g].bytes_per_token.bytes;
+    terms.push_back(fmt::format("{:g} B ({})", r.capacity.groups[g].bytes_per_token.bytes,
+                                layout.groups[g].name));
+  }
+  if (r.config.groups.size() == 1) {
+    r.per_token_formula = r.capacity.groups[0].bytes_per_token.formula;
+  } else {
+    r.per_token_formula =
+        fmt::format("{} = {:g} B", fmt::join(terms, " + "), r.growing_bytes_per_token);
+  }
+  r.lines = kv::FormatCapacityReport(r.config, r.capacity);
+  return r;
 }
 
 struct Totals {
@@ -133,9 +157,28 @@ Totals SumTensors(const gguf::GgufFile& file) {
   return t;
 }
 
-void PrintText(const gguf::GgufFile& file, const Result<KvPerToken>& kv) {
-  fmt::print("file: {} ({} bytes)\nGGUF version {}, alignment {}\n", file.path(),
-             file.file_size(), file.version(), file.alignment());
+void PrintKvText(const gguf::GgufFile& file, const Result<KvReport>& kv) {
+  if (!kv.ok()) {
+    fmt::print("KV cache per token: unknown ({})\n", kv.status().message());
+    return;
+  }
+  const uint64_t whole_bytes = static_cast<uint64_t>(kv->growing_bytes_per_token);
+  fmt::print("KV cache per token: {}{}\n", kv->per_token_formula,
+             whole_bytes >= 1024 ? " (" + FormatBytes(whole_bytes) + ")" : "");
+  // kvserve-v41 (model/v41_config.h): the global / window split of the hybrid layout.
+  if (const Result<model::V41Config> v41 = model::ReadV41Config(file); v41.ok()) {
+    for (const std::string& line : model::ComputeV41KvBytes(*v41).lines) {
+      fmt::print("{}\n", line);
+    }
+  }
+  fmt::print("\nKV cache for a budget of {} ({} B), as `kvserve serve` allocates it:\n",
+             FormatBytes(kv->budget_bytes), kv->budget_bytes);
+  for (const std::string& line : kv->lines) fmt::print("{}\n", line);
+}
+
+void PrintText(const gguf::GgufFile& file, const Result<KvReport>& kv) {
+  fmt::print("file: {} ({} bytes)\nGGUF version {}, alignment {}\n", file.path(), file.file_size(),
+             file.version(), file.alignment());
   fmt::print("\nmetadata ({} keys):\n", file.metadata().size());
   for (const auto& [key, value] : file.metadata()) {
     fmt::print("  {:<44} {:<8} {}\n", key, gguf::ValueTypeName(value.type), ValueText(value));
@@ -144,28 +187,61 @@ void PrintText(const gguf::GgufFile& file, const Result<KvPerToken>& kv) {
              "name", "dims", "type", "bytes", "offset");
   for (const gguf::TensorInfo& t : file.tensors()) {
     fmt::print("  {:<32} {:<20} {:<6} {:>12} {:>12}\n", t.name,
-               fmt::format("[{}]", fmt::join(t.dims, ", ")), TypeName(t), t.size_bytes,
-               t.offset);
+               fmt::format("[{}]", fmt::join(t.dims, ", ")), TypeName(t), t.size_bytes, t.offset);
   }
   const Totals totals = SumTensors(file);
   fmt::print("\nparameters: {} ({:.2f} M)\ntensor bytes: {} ({})\n", totals.num_params,
              totals.num_params / 1e6, totals.tensor_bytes, FormatBytes(totals.tensor_bytes));
-  if (kv.ok()) {
-    fmt::print("KV cache per token: {} ({})\n", kv->formula, FormatBytes(kv->bytes));
-  } else {
-    fmt::print("KV cache per token: unknown ({})\n", kv.status().message());
-  }
+  PrintKvText(file, kv);
 }
 
-json ToJson(const gguf::GgufFile& file, const Result<KvPerToken>& kv, tensor::DType kv_type) {
+json KvJson(const gguf::GgufFile& file, const KvReport& kv) {
+  json groups = json::array();
+  for (size_t g = 0; g < kv.config.groups.size(); ++g) {
+    const kv::GroupCapacity& gc = kv.capacity.groups[g];
+    groups.push_back({{"name", kv.group_names[g]},
+                      {"spec", kv::DescribeSpec(kv.config.groups[g].spec)},
+                      {"writer_layers", kv.config.groups[g].layers.size()},
+                      {"reader_layers", kv.config.groups[g].readers.size()},
+                      {"bytes_per_token", gc.bytes_per_token.bytes},
+                      {"formula", gc.bytes_per_token.formula},
+                      {"num_blocks", gc.num_blocks},
+                      {"block_bytes", gc.block_bytes},
+                      {"arena_bytes", gc.arena_bytes}});
+  }
+  json out = {{"budget_bytes", kv.budget_bytes},
+              {"block_size", kv.config.block_size},
+              {"max_model_len", kv.config.max_model_len},
+              {"max_num_batched_tokens", kv.config.max_chunk_tokens},
+              {"groups", std::move(groups)},
+              {"bytes_per_token", kv.growing_bytes_per_token},
+              {"total_arena_bytes", kv.capacity.total_arena_bytes},
+              {"num_tokens", kv.capacity.num_tokens},
+              {"max_concurrency", kv.capacity.max_concurrency},
+              {"formula", kv.capacity.formula},
+              {"lines", kv.lines}};
+  if (const Result<model::V41Config> v41 = model::ReadV41Config(file); v41.ok()) {
+    const model::V41KvBytes b = model::ComputeV41KvBytes(*v41);
+    out["v41"] = {{"global_bytes_per_token", b.global_bytes_per_token},
+                  {"latent_bytes_per_token", b.latent_bytes_per_token},
+                  {"index_bytes_per_token", b.index_bytes_per_token},
+                  {"window_row_bytes", b.window_row_bytes},
+                  {"window_bytes_per_sequence", b.window_bytes_per_sequence},
+                  {"formulas", b.lines}};
+  }
+  return out;
+}
+
+json ToJson(const gguf::GgufFile& file, const Result<KvReport>& kv) {
   json out = {{"path", file.path()},
               {"file_size", file.file_size()},
               {"version", file.version()},
               {"alignment", file.alignment()}};
   json metadata = json::array();
   for (const auto& [key, value] : file.metadata()) {
-    metadata.push_back(
-        {{"key", key}, {"type", gguf::ValueTypeName(value.type)}, {"value", ValueJson(value, true)}});
+    metadata.push_back({{"key", key},
+                        {"type", gguf::ValueTypeName(value.type)},
+                        {"value", ValueJson(value, true)}});
   }
   out["metadata"] = std::move(metadata);
   json tensors = json::array();
@@ -181,12 +257,13 @@ json ToJson(const gguf::GgufFile& file, const Result<KvPerToken>& kv, tensor::DT
   out["num_params"] = totals.num_params;
   out["tensor_bytes"] = totals.tensor_bytes;
   if (kv.ok()) {
-    out["kv_per_token"] = {{"bytes", kv->bytes},         {"dtype", tensor::DTypeName(kv_type)},
-                           {"num_layers", kv->num_layers}, {"num_kv_heads", kv->num_kv_heads},
-                           {"key_dim", kv->key_dim},       {"value_dim", kv->value_dim},
-                           {"formula", kv->formula}};
+    out["kv_per_token"] = {{"bytes", kv->growing_bytes_per_token},
+                           {"formula", kv->per_token_formula}};
+    out["kv_cache"] = KvJson(file, *kv);
   } else {
     out["kv_per_token"] = nullptr;
+    out["kv_cache"] = nullptr;
+    out["kv_error"] = kv.status().message();
   }
   return out;
 }
@@ -194,13 +271,26 @@ json ToJson(const gguf::GgufFile& file, const Result<KvPerToken>& kv, tensor::DT
 struct InspectOptions {
   std::string path;
   bool json = false;
-  std::string kv_type = "f16";
+  KvOptions kv;
 };
 
+// Flag errors (not model errors) are the caller's: exit 1 before opening the model.
+Status CheckKvFlags(const KvOptions& o) {
+  KV_RETURN_IF_ERROR(kv::ParseKvCacheDType(o.kv_cache_dtype, tensor::DType::kF16).status());
+  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(o.block_size));
+  if (!o.kv_cache_memory.empty()) {
+    KV_RETURN_IF_ERROR(kv::ParseKvBudget(o.kv_cache_memory).status());
+  }
+  if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be at least 1");
+  if (o.max_num_batched_tokens < 1) {
+    return InvalidArgument("--max-num-batched-tokens must be at least 1");
+  }
+  return Status::Ok();
+}
+
 void RunInspect(const InspectOptions& options) {
-  std::optional<tensor::DType> kv_type = tensor::DTypeFromName(options.kv_type);
-  if (!kv_type) {
-    fmt::print(stderr, "error: inspect: unknown --kv-type '{}'\n", options.kv_type);
+  if (Status flags = CheckKvFlags(options.kv); !flags.ok()) {
+    fmt::print(stderr, "error: inspect: {}\n", flags.message());
     SetExitCode(1);
     return;
   }
@@ -210,30 +300,11 @@ void RunInspect(const InspectOptions& options) {
     SetExitCode(1);
     return;
   }
-  // kvserve-v41 (model/v41_config.h): a hybrid layout with fixed formats, reported apart.
-  const Result<model::V41Config> v41 = model::ReadV41Config(**file);
-  const Result<KvPerToken> kv =
-      v41.ok() ? Result<KvPerToken>(InvalidArgument("hybrid layout: see the kvserve-v41 lines"))
-               : ComputeKvPerToken(**file, *kv_type);
+  const Result<KvReport> kv = ComputeKvReport(**file, options.kv);
   if (options.json) {
-    json out = ToJson(**file, kv, *kv_type);
-    if (v41.ok()) {
-      const model::V41KvBytes b = model::ComputeV41KvBytes(*v41);
-      out["v41_kv"] = {{"global_bytes_per_token", b.global_bytes_per_token},
-                       {"latent_bytes_per_token", b.latent_bytes_per_token},
-                       {"index_bytes_per_token", b.index_bytes_per_token},
-                       {"window_row_bytes", b.window_row_bytes},
-                       {"window_bytes_per_sequence", b.window_bytes_per_sequence},
-                       {"formulas", b.lines}};
-    }
-    fmt::print("{}\n", out.dump(2));
+    fmt::print("{}\n", ToJson(**file, kv).dump(2));
   } else {
     PrintText(**file, kv);
-    if (v41.ok()) {
-      for (const std::string& line : model::ComputeV41KvBytes(*v41).lines) {
-        fmt::print("{}\n", line);
-      }
-    }
   }
 }
 
@@ -241,10 +312,20 @@ void RunInspect(const InspectOptions& options) {
 
 void RegisterInspect(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
+  KvOptions& kv = options->kv;
   CLI::App* cmd = app.add_subcommand("inspect", "Show a GGUF file's metadata, tensors and KV cost");
   cmd->add_option("model", options->path, "GGUF file")->required();
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
-  cmd->add_option("--kv-type", options->kv_type, "KV storage type for the per-token cost")
+  cmd->add_option("--kv-cache-dtype,--kv-type", kv.kv_cache_dtype,
+                  "auto|f32|f16|bf16|q8_0|fp8|fp4, as for serve")
+      ->capture_default_str();
+  cmd->add_option("--block-size", kv.block_size, "tokens per KV block")->capture_default_str();
+  cmd->add_option("--kv-cache-memory-bytes,--kv-cache-memory", kv.kv_cache_memory,
+                  "KV budget, e.g. 2GiB (default: serve's, min(4 GiB, RAM / 4))");
+  cmd->add_option("--max-model-len", kv.max_model_len,
+                  "default: the model's context length (lowered to fit, as serve does)");
+  cmd->add_option("--max-num-batched-tokens", kv.max_num_batched_tokens,
+                  "largest prefill chunk (sizes sliding-window arenas)")
       ->capture_default_str();
   cmd->callback([options] { RunInspect(*options); });
 }

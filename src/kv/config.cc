@@ -126,8 +126,21 @@ std::vector<std::string> FormatCapacityReport(const KvCacheConfig& config,
         g, SpecKindName(group.spec), group.layers.size(), group.readers.size(),
         gc.bytes_per_token.formula, gc.num_blocks, gc.block_bytes, FormatBytes(gc.arena_bytes)));
   }
-  lines.push_back(fmt::format("KV bytes per token: {:g} B; arenas: {}", capacity.bytes_per_token,
-                              FormatBytes(capacity.total_arena_bytes)));
+  // Sliding groups hold a token only while it is inside the window: shown apart, so the
+  // headline is what every token of context adds.
+  double sliding_bytes = 0;
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    if (IsSliding(config.groups[g].spec)) sliding_bytes += capacity.groups[g].bytes_per_token.bytes;
+  }
+  const double growing_bytes = capacity.bytes_per_token - sliding_bytes;
+  if (sliding_bytes > 0 && growing_bytes > 0) {
+    lines.push_back(fmt::format(
+        "KV bytes per token: {:g} B (+ {:g} B per token inside the sliding windows); arenas: {}",
+        growing_bytes, sliding_bytes, FormatBytes(capacity.total_arena_bytes)));
+  } else {
+    lines.push_back(fmt::format("KV bytes per token: {:g} B; arenas: {}", capacity.bytes_per_token,
+                                FormatBytes(capacity.total_arena_bytes)));
+  }
   lines.push_back(
       fmt::format("KV cache: {} tokens (block size {})", capacity.num_tokens, config.block_size));
   lines.push_back(fmt::format("max concurrency at max-model-len {}: {:.2f} ({})",

@@ -78,8 +78,9 @@ struct KvCapacity {
 Result<KvCapacity> ComputeCapacity(const KvCacheConfig& config, uint64_t budget_bytes);
 
 // The accounting lines for `kvserve inspect` and the startup log: per group bytes per token
-// with the formula and block count, "KV cache: N tokens", "max concurrency at max-model-len
-// L: X".
+// with the formula and block count, the bytes every token adds (sliding groups' in-window
+// bytes shown apart when the model also has growing groups), "KV cache: N tokens",
+// "max concurrency at max-model-len L: X".
 std::vector<std::string> FormatCapacityReport(const KvCacheConfig& config,
                                               const KvCapacity& capacity);
 

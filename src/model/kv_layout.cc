@@ -1,26 +1,40 @@
 #include "model/kv_layout.h"
 
-#include <cstring>
-
 #include <fmt/format.h>
 #include <xxhash.h>
 
+#include <algorithm>
+#include <cstring>
+#include <optional>
+
 namespace kvserve::model {
 
-kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_dtype,
-                                    int block_size, int64_t max_model_len,
-                                    int64_t max_chunk_tokens) {
+kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int head_dim,
+                                         int sliding_window, tensor::DType kv_dtype, int block_size,
+                                         int64_t max_model_len, int64_t max_chunk_tokens) {
   kv::KvCacheConfig kv_config;
-  kv_config.num_layers = static_cast<int>(config.num_layers);
+  kv_config.num_layers = num_layers;
   kv_config.block_size = block_size;
   kv_config.max_model_len = max_model_len;
   kv_config.max_chunk_tokens = max_chunk_tokens;
   kv::KvCacheGroup group;
-  group.spec = kv::FullAttention{static_cast<int>(config.num_kv_heads),
-                                 static_cast<int>(config.head_dim), kv_dtype};
-  for (int layer = 0; layer < kv_config.num_layers; ++layer) group.layers.push_back(layer);
+  if (sliding_window > 0) {
+    group.spec = kv::SlidingWindow{sliding_window, num_kv_heads, head_dim, kv_dtype};
+  } else {
+    group.spec = kv::FullAttention{num_kv_heads, head_dim, kv_dtype};
+  }
+  for (int layer = 0; layer < num_layers; ++layer) group.layers.push_back(layer);
   kv_config.groups.push_back(std::move(group));
   return kv_config;
+}
+
+kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_dtype,
+                                    int block_size, int64_t max_model_len,
+                                    int64_t max_chunk_tokens) {
+  return MakeDenseKvCacheConfig(static_cast<int>(config.num_layers),
+                                static_cast<int>(config.num_kv_heads),
+                                static_cast<int>(config.head_dim), /*sliding_window=*/0, kv_dtype,
+                                block_size, max_model_len, max_chunk_tokens);
 }
 
 tensor::DType ModelActivationDType(const gguf::GgufFile& file) {
@@ -28,6 +42,123 @@ tensor::DType ModelActivationDType(const gguf::GgufFile& file) {
     if (t.dims.size() >= 2 && t.dtype != tensor::DType::kF32) return tensor::DType::kF16;
   }
   return tensor::DType::kF32;
+}
+
+namespace {
+
+// A positive int metadata value that fits an int (layer counts, heads, dims).
+Result<int> PositiveIntKey(const gguf::GgufFile& file, const std::string& key,
+                           std::optional<int64_t> fallback = std::nullopt) {
+  Result<int64_t> value = fallback ? file.GetIntOr(key, *fallback) : file.GetInt(key);
+  if (!value.ok()) {
+    if (value.status().code() == StatusCode::kNotFound) {
+      return InvalidArgument(fmt::format("model metadata lacks required key '{}'", key));
+    }
+    return value.status();
+  }
+  if (*value <= 0 || *value > (int64_t{1} << 30)) {
+    return InvalidArgument(fmt::format("'{}' must be in [1, 2^30], got {}", key, *value));
+  }
+  return static_cast<int>(*value);
+}
+
+Result<DenseKvShape> ReadDenseKvShape(const gguf::GgufFile& file, const std::string& arch) {
+  DenseKvShape d;
+  KV_ASSIGN_OR_RETURN(d.num_layers, PositiveIntKey(file, arch + ".block_count"));
+  KV_ASSIGN_OR_RETURN(int heads, PositiveIntKey(file, arch + ".attention.head_count"));
+  KV_ASSIGN_OR_RETURN(int dim, PositiveIntKey(file, arch + ".embedding_length"));
+  KV_ASSIGN_OR_RETURN(d.num_kv_heads,
+                      PositiveIntKey(file, arch + ".attention.head_count_kv", heads));
+  if (dim % heads != 0) {
+    return InvalidArgument(
+        fmt::format("head_count {} does not divide embedding_length {}", heads, dim));
+  }
+  d.head_dim = dim / heads;  // llama: what model::ReadModelConfig and the forward pass use
+  if (arch != "llama") {
+    KV_ASSIGN_OR_RETURN(d.head_dim,
+                        PositiveIntKey(file, arch + ".attention.key_length", d.head_dim));
+  }
+  KV_ASSIGN_OR_RETURN(int64_t window, file.GetIntOr(arch + ".attention.sliding_window", 0));
+  if (window < 0) return InvalidArgument(fmt::format("{}.attention.sliding_window < 0", arch));
+  d.sliding_window = static_cast<int>(std::min<int64_t>(window, int64_t{1} << 30));
+  return d;
+}
+
+// The names and model layers of MakeV41KvLayout's groups, in its order: "window" over every
+// layer, then "latent/R" per distinct ratio R (first appearance), writers = its sources,
+// readers = the layers that read them.
+std::vector<KvGroupInfo> V41GroupInfo(const V41Config& c) {
+  const int num_layers = static_cast<int>(c.num_layers);
+  std::vector<KvGroupInfo> groups(1);
+  groups[0].name = "window";
+  groups[0].fixed_dtype = true;
+  for (int l = 0; l < num_layers; ++l) groups[0].layers.push_back(l);
+  std::vector<int> ratios;
+  for (const V41Source& s : c.sources) {
+    if (std::find(ratios.begin(), ratios.end(), s.ratio) == ratios.end()) ratios.push_back(s.ratio);
+  }
+  for (int ratio : ratios) {
+    KvGroupInfo g{fmt::format("latent/{}", ratio), {}, {}, true};
+    for (int l = 0; l < num_layers; ++l) {
+      const std::optional<V41Source> s = c.SourceOf(l);
+      if (!s || s->ratio != ratio) continue;
+      (s->layer == l ? g.layers : g.readers).push_back(l);
+    }
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+}  // namespace
+
+Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file) {
+  ModelKvShape shape;
+  KV_ASSIGN_OR_RETURN(shape.architecture, file.GetString("general.architecture"));
+  shape.activation_dtype = ModelActivationDType(file);
+  if (shape.architecture == kV41Architecture) {
+    KV_ASSIGN_OR_RETURN(V41Config v41, ReadV41Config(file));
+    shape.context_length = v41.context_length;
+    shape.num_layers = static_cast<int>(v41.num_layers);
+    shape.layout = std::move(v41);
+    return shape;
+  }
+  const std::string& arch = shape.architecture;
+  KV_ASSIGN_OR_RETURN(DenseKvShape dense, ReadDenseKvShape(file, arch));
+  KV_ASSIGN_OR_RETURN(int context, PositiveIntKey(file, arch + ".context_length"));
+  shape.context_length = context;
+  shape.num_layers = dense.num_layers;
+  shape.layout = dense;
+  return shape;
+}
+
+Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayoutOptions& options) {
+  const int64_t max_model_len =
+      options.max_model_len > 0 ? options.max_model_len : shape.context_length;
+  // Parsed for every model so a bad flag is an error; kvserve-v41 keeps its trained formats.
+  KV_ASSIGN_OR_RETURN(tensor::DType kv_dtype,
+                      kv::ParseKvCacheDType(options.kv_cache_dtype, shape.activation_dtype));
+  ModelKvLayout out;
+  if (const auto* v41 = std::get_if<V41Config>(&shape.layout)) {
+    out.config = MakeV41KvLayout(*v41, options.block_size, max_model_len, options.max_chunk_tokens)
+                     .kv_config;
+    out.groups = V41GroupInfo(*v41);
+  } else {
+    const DenseKvShape& d = std::get<DenseKvShape>(shape.layout);
+    out.config =
+        MakeDenseKvCacheConfig(d.num_layers, d.num_kv_heads, d.head_dim, d.sliding_window, kv_dtype,
+                               options.block_size, max_model_len, options.max_chunk_tokens);
+    KvGroupInfo info{d.sliding_window > 0 ? "sliding" : "full", {}, {}, false};
+    for (int l = 0; l < d.num_layers; ++l) info.layers.push_back(l);
+    out.groups.push_back(std::move(info));
+  }
+  KV_RETURN_IF_ERROR(kv::ValidateConfig(out.config).WithContext(shape.architecture));
+  return out;
+}
+
+Result<ModelKvLayout> MakeModelKvLayout(const gguf::GgufFile& file,
+                                        const KvLayoutOptions& options) {
+  KV_ASSIGN_OR_RETURN(ModelKvShape shape, ReadModelKvShape(file));
+  return MakeModelKvLayout(shape, options);
 }
 
 std::string WeightsDigest(const gguf::GgufFile& file) {

@@ -1,20 +1,38 @@
 // How a model's layers map onto KV cache groups (kv/config.h), and the model's identity for
 // prefix hashing. The model declares its KV in kv/'s vocabulary; kv/ itself knows no models.
+//
+// One source of truth: every kv::KvCacheConfig built for a GGUF model comes from the functions
+// below. `kvserve serve` / `generate` (through the engine), `kvserve inspect` and the planner
+// (`kvserve plan --model FILE.gguf`) all reach MakeDenseKvCacheConfig (llama and other
+// llama.cpp-style dense transformers) or MakeV41KvLayout (model/v41_config.h), so the
+// capacity they print cannot diverge.
 #pragma once
 
+#include <cstdint>
 #include <string>
+#include <variant>
+#include <vector>
 
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "kv/config.h"
 #include "kv/hash.h"
 #include "model/config.h"
+#include "model/v41_config.h"
 #include "tensor/dtype.h"
 
 namespace kvserve::model {
 
+// ---- building blocks (the engine calls these directly) ----
+
+// One group holding every layer: FullAttention, or SlidingWindow when sliding_window > 0;
+// K and V rows of num_kv_heads * head_dim values in `kv_dtype`.
+kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int head_dim,
+                                         int sliding_window, tensor::DType kv_dtype, int block_size,
+                                         int64_t max_model_len, int64_t max_chunk_tokens);
+
 // llama: one FullAttention group holding every layer, K and V rows of
-// num_kv_heads * head_dim values in `kv_dtype`.
+// num_kv_heads * head_dim values in `kv_dtype` (MakeDenseKvCacheConfig without a window).
 kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_dtype,
                                     int block_size, int64_t max_model_len,
                                     int64_t max_chunk_tokens);
@@ -22,6 +40,64 @@ kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_
 // The dtype of the model's activations for `--kv-cache-dtype auto`: f32 when every weight
 // matrix is f32, else f16.
 tensor::DType ModelActivationDType(const gguf::GgufFile& file);
+
+// ---- a GGUF model's KV layout from metadata (serve, inspect and the planner) ----
+
+// A dense transformer's KV shape from llama.cpp's `{arch}.*` keys.
+struct DenseKvShape {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;        // llama: embedding_length / head_count (what the forward pass uses)
+  int sliding_window = 0;  // 0: full attention
+};
+
+// Everything a GGUF model's KV layout depends on, read from metadata only (no tensor bytes;
+// any weight dtype, so the planner can read files kvserve cannot run). Plain data, copyable.
+struct ModelKvShape {
+  std::string architecture;
+  int64_t context_length = 0;
+  int num_layers = 0;                                    // model layers
+  tensor::DType activation_dtype = tensor::DType::kF16;  // what "auto" resolves against
+  std::variant<DenseKvShape, V41Config> layout;
+};
+
+// kvserve-v41: ReadV41Config. Any other architecture: `{arch}.block_count`,
+// `.attention.head_count`, `.attention.head_count_kv` (default head_count),
+// `.embedding_length`, `.context_length`, optional `.attention.sliding_window`; head_dim is
+// embedding_length / head_count for llama (as model::ReadModelConfig) and
+// `.attention.key_length` (default the same) for the others. InvalidArgument / NotFound
+// naming the key when metadata is missing or inconsistent.
+Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file);
+
+// The run's knobs that shape a KV cache config: the serve / plan / inspect flags.
+struct KvLayoutOptions {
+  std::string kv_cache_dtype = "auto";  // --kv-cache-dtype; kvserve-v41 keeps trained formats
+  int block_size = 16;                  // --block-size
+  int64_t max_model_len = 0;            // --max-model-len; 0: the model's context length
+  int64_t max_chunk_tokens = 0;         // --max-num-batched-tokens; 0: whole prompt
+};
+
+// A group of `config` named for people, with model layer ids (config's writer and reader ids
+// may be KV slots past the model's layers, see V41KvLayout).
+struct KvGroupInfo {
+  std::string name;          // "full", "sliding", "window", "latent/2"
+  std::vector<int> layers;   // model layers that write (own an allocation), ascending
+  std::vector<int> readers;  // model layers that only read another layer's KV, ascending
+  bool fixed_dtype = false;  // a trained format: --kv-cache-dtype does not apply
+};
+
+struct ModelKvLayout {
+  kv::KvCacheConfig config;         // what the KV cache manager allocates
+  std::vector<KvGroupInfo> groups;  // (config.groups.size())
+};
+
+// THE function from a model's KV shape and the run's knobs to its KV cache config.
+// InvalidArgument for a bad --kv-cache-dtype or a config kv::ValidateConfig rejects.
+Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayoutOptions& options);
+// ReadModelKvShape then MakeModelKvLayout.
+Result<ModelKvLayout> MakeModelKvLayout(const gguf::GgufFile& file, const KvLayoutOptions& options);
+
+// ---- identity ----
 
 // xxh3-128 (hex) over every tensor's name, type, dims and bytes, in file order: the weights
 // digest that namespaces prefix-cache hashes (and offload files). Reads all weight bytes.

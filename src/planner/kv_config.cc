@@ -1,4 +1,6 @@
 // PlanKvConfig and PlanKvCapacity: the ModelDesc -> kv::KvCacheConfig bridge (planner/plan.h).
+// A GGUF model's config comes from model::MakeModelKvLayout, the function the server's
+// startup reaches; only presets (models with no GGUF here) are mapped by this file.
 #include <fmt/format.h>
 
 #include <map>
@@ -18,7 +20,17 @@ Result<int> HeadsPerRank(int heads, int tp, const std::string& group) {
       fmt::format("KV group {}: {} KV heads cannot be split over tp {}", group, heads, tp));
 }
 
-// Applies tp and the --kv-cache-dtype flag to one group's spec.
+// Splits a full / sliding spec's KV heads over tp ranks (a latent is one head: replicated).
+Status SplitHeads(kv::KvLayoutSpec& spec, int tp, const std::string& group) {
+  if (auto* f = std::get_if<kv::FullAttention>(&spec)) {
+    KV_ASSIGN_OR_RETURN(f->num_kv_heads, HeadsPerRank(f->num_kv_heads, tp, group));
+  } else if (auto* s = std::get_if<kv::SlidingWindow>(&spec)) {
+    KV_ASSIGN_OR_RETURN(s->num_kv_heads, HeadsPerRank(s->num_kv_heads, tp, group));
+  }
+  return Status::Ok();
+}
+
+// Applies tp and the --kv-cache-dtype flag to one preset group's spec.
 Result<kv::KvLayoutSpec> RankSpec(const KvGroupDesc& g, int tp, std::string_view dtype_flag) {
   kv::KvLayoutSpec spec = g.spec;
   const bool override_dtype = !g.fixed_dtype && dtype_flag != "auto";
@@ -26,16 +38,37 @@ Result<kv::KvLayoutSpec> RankSpec(const KvGroupDesc& g, int tp, std::string_view
   if (override_dtype) {
     KV_ASSIGN_OR_RETURN(dtype, kv::ParseKvCacheDType(dtype_flag, tensor::DType::kF16));
   }
+  KV_RETURN_IF_ERROR(SplitHeads(spec, tp, g.name));
+  if (!dtype) return spec;
   if (auto* f = std::get_if<kv::FullAttention>(&spec)) {
-    KV_ASSIGN_OR_RETURN(f->num_kv_heads, HeadsPerRank(f->num_kv_heads, tp, g.name));
-    if (dtype) f->dtype = *dtype;
+    f->dtype = *dtype;
   } else if (auto* s = std::get_if<kv::SlidingWindow>(&spec)) {
-    KV_ASSIGN_OR_RETURN(s->num_kv_heads, HeadsPerRank(s->num_kv_heads, tp, g.name));
-    if (dtype) s->dtype = *dtype;
+    s->dtype = *dtype;
   } else if (auto* l = std::get_if<kv::CompressedLatent>(&spec)) {
-    if (dtype) l->latent_dtype = *dtype;  // a single-head latent: replicated, never split
+    l->latent_dtype = *dtype;  // a single-head latent: replicated, never split
   }
   return spec;
+}
+
+// A GGUF model: the server's own config (model::MakeModelKvLayout, what `kvserve serve`
+// allocates), then each rank's share of the KV heads.
+Result<kv::KvCacheConfig> GgufKvConfig(const ModelDesc& model, int tp, int block_size,
+                                       int64_t max_model_len, int64_t max_chunk_tokens,
+                                       std::string_view kv_cache_dtype) {
+  model::KvLayoutOptions options;
+  options.kv_cache_dtype = std::string(kv_cache_dtype);
+  options.block_size = block_size;
+  options.max_model_len = max_model_len;
+  options.max_chunk_tokens = max_chunk_tokens;
+  Result<model::ModelKvLayout> layout = model::MakeModelKvLayout(*model.kv_shape, options);
+  if (!layout.ok()) return layout.status().WithContext(model.name);
+  kv::KvCacheConfig config = std::move(layout->config);
+  for (size_t g = 0; g < config.groups.size(); ++g) {
+    const std::string name = g < model.kv_groups.size() ? model.kv_groups[g].name : "";
+    KV_RETURN_IF_ERROR(SplitHeads(config.groups[g].spec, tp, name));
+  }
+  KV_RETURN_IF_ERROR(kv::ValidateConfig(config).WithContext(model.name));
+  return config;
 }
 
 // The source layer a latent reader reads: the nearest writer at or below it.
@@ -54,6 +87,7 @@ Result<int> SourceOf(const std::vector<int>& writers, int reader, const std::str
 
 }  // namespace
 
+// Presets (no GGUF): built here from the ModelDesc groups.
 // kv::KvCacheConfig counts each layer id in exactly one group. A model whose layers hold two
 // kinds of KV at once (DeepSeek-V4.1: every layer has a sliding window, layers 2-39 also read
 // a latent) gets extra "KV slot" ids past num_layers for its second and later groups; slot
@@ -64,6 +98,9 @@ Result<kv::KvCacheConfig> PlanKvConfig(const ModelDesc& model, int tp, int block
                                        int64_t max_model_len, int64_t max_chunk_tokens,
                                        std::string_view kv_cache_dtype) {
   if (tp <= 0) return InvalidArgument("tp must be positive");
+  if (model.kv_shape) {
+    return GgufKvConfig(model, tp, block_size, max_model_len, max_chunk_tokens, kv_cache_dtype);
+  }
   kv::KvCacheConfig config;
   config.block_size = block_size;
   config.max_model_len = max_model_len;

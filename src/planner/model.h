@@ -13,6 +13,7 @@
 
 #include "core/status.h"
 #include "kv/spec.h"
+#include "model/kv_layout.h"
 
 namespace kvserve::planner {
 
@@ -58,6 +59,10 @@ struct ModelDesc {
   // (the seed quotes ~20M tokens for DeepSeek-V4.1-Flash on H200 TP4); nullopt when none.
   std::optional<int64_t> quoted_kv_tokens;
   std::string quoted_kv_tokens_source;
+  // GGUF models only: the shape the server builds its KV config from. When set, PlanKvConfig
+  // builds the config with model::MakeModelKvLayout (the function `kvserve serve` reaches),
+  // and kv_groups above only name the groups for the report.
+  std::optional<model::ModelKvShape> kv_shape;
 
   const WeightPart* FindPart(std::string_view name) const;  // nullptr when absent
 };

@@ -90,6 +90,17 @@ void SizeKvPool(Plan& plan) {
                        static_cast<int64_t>(plan.reserve_bytes);
 }
 
+// True when the per-rank spec holds fewer KV heads than the model's (TP split them); a latent
+// is one head. Compares heads, not bytes, so --kv-cache-dtype does not disturb it.
+bool HeadsSplit(const kv::KvLayoutSpec& model_spec, const kv::KvLayoutSpec& rank_spec) {
+  auto heads = [](const kv::KvLayoutSpec& spec) {
+    if (const auto* f = std::get_if<kv::FullAttention>(&spec)) return f->num_kv_heads;
+    if (const auto* s = std::get_if<kv::SlidingWindow>(&spec)) return s->num_kv_heads;
+    return 1;
+  };
+  return heads(rank_spec) < heads(model_spec);
+}
+
 // Fills the per-group lines from the kv capacity (all byte counts come from kv/).
 void DescribeGroups(Plan& plan) {
   const kv::KvCacheConfig& config = plan.kv_config;
@@ -102,9 +113,7 @@ void DescribeGroups(Plan& plan) {
     line.layers = FormatLayerList(desc.layers);
     line.readers = FormatLayerList(desc.readers);
     line.sliding = std::holds_alternative<kv::SlidingWindow>(group.spec);
-    line.replicated_under_tp =
-        plan.options.tp > 1 && kv::PageSizeBytes(group.spec, config.block_size) ==
-                                   kv::PageSizeBytes(desc.spec, config.block_size);
+    line.replicated_under_tp = plan.options.tp > 1 && !HeadsSplit(desc.spec, group.spec);
     line.capacity = plan.capacity.groups[g];
     line.per_token = line.capacity.bytes_per_token;
     const int64_t layers = static_cast<int64_t>(group.layers.size());

@@ -100,7 +100,9 @@ struct Plan {
 };
 
 // The per-rank kv::KvCacheConfig the server builds for this model: heads split by tp,
-// --kv-cache-dtype applied to groups without a fixed format. InvalidArgument when tp does not
+// --kv-cache-dtype applied to groups without a fixed format. A GGUF model (kv_shape set) gets
+// model::MakeModelKvLayout's config, the one `kvserve serve` allocates (at tp 1, identical);
+// a preset's groups are mapped here. InvalidArgument when tp does not
 // divide the KV heads (nor they it), or the dtype flag is bad.
 Result<kv::KvCacheConfig> PlanKvConfig(const ModelDesc& model, int tp, int block_size,
                                        int64_t max_model_len, int64_t max_chunk_tokens,

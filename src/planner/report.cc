@@ -13,9 +13,6 @@ namespace {
 double GiB(uint64_t bytes) {
   return static_cast<double>(bytes) / kGiB;
 }
-double GiB(int64_t bytes) {
-  return static_cast<double>(bytes) / kGiB;
-}
 
 std::string Placement(const WeightPlacement& w, int tp) {
   if (w.offloaded) return "-> CPU memory";

@@ -221,9 +221,31 @@ TEST_F(ToolsTest, InspectPrintsTensorsParametersAndKvCost) {
   EXPECT_NE(r.output.find("parameters: 918656"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("blk.3.ffn_down.weight"), std::string::npos);
   EXPECT_NE(r.output.find("[string x 512]"), std::string::npos);
-  // 2 x 4 layers x 2 KV heads x 32 head dim x 2 B = 1024 B.
-  EXPECT_NE(r.output.find("2 (K and V) x 4 layers x 2 KV heads x 32 head dim x 2 B (f16) = 1024 B"),
+  // f16 matrices -> f16 KV ("auto"): 2 x 4 layers x 2 KV heads x 32 head dim x 2 B = 1024 B.
+  EXPECT_NE(r.output.find("KV cache per token: 2 (K,V) x 4 layers x 2 kv heads x 32 dims x 2 B "
+                          "= 1024 B"),
             std::string::npos)
+      << r.output;
+
+  // A budget: 1 MiB + 100 B; blocks of 16 x 1024 B; one null block.
+  //   usable = 1048676 - 16384 = 1032292 B; M = 128 blocks x 16384 B (2048 tokens) = 2097152 B
+  //   blocks = floor(1032292 x 128 / 2097152) + 1 = 63 + 1 = 64; tokens = 63 x 16 = 1008;
+  //   concurrency = 1032292 / 2097152 = 0.49 < 1, so serve (and inspect) lower max-model-len
+  //   to the longest request that fits: 63 blocks = 1008 tokens.
+  r = RunKvserve("inspect --kv-cache-memory-bytes 1048676 " + path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("64 blocks x 16384 B"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("KV cache: 1008 tokens (block size 16)"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("max concurrency at max-model-len 1008: 1.00"), std::string::npos)
+      << r.output;
+  r = RunKvserve("inspect --kv-cache-memory-bytes 64MiB --max-model-len 512 --block-size 32 " +
+                 path);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  // Blocks of 32 x 1024 B = 32 KiB: C = (64 MiB - 32 KiB) / (16 blocks x 32 KiB) = 127.94;
+  // blocks = floor((64 MiB - 32 KiB) / 32 KiB) + 1 = 2048; tokens = 2047 x 32 = 65504.
+  EXPECT_NE(r.output.find("max concurrency at max-model-len 512: 127.94"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("KV cache: 65504 tokens (block size 32)"), std::string::npos)
       << r.output;
 
   r = RunKvserve("inspect --json --kv-type q8_0 " + path);
@@ -234,6 +256,55 @@ TEST_F(ToolsTest, InspectPrintsTensorsParametersAndKvCost) {
   EXPECT_EQ(j["version"], 3);
   EXPECT_EQ(j["tensors"].size(), 39u);
   EXPECT_EQ(j["kv_per_token"]["bytes"], 4 * 2 * 68);  // 64 values of q8_0 = 2 blocks = 68 B
+  ASSERT_TRUE(j["kv_cache"].is_object()) << r.output;
+  EXPECT_EQ(j["kv_cache"]["groups"][0]["block_bytes"], 16 * 4 * 2 * 68);
+  EXPECT_EQ(j["kv_cache"]["max_model_len"], 2048);
+
+  for (const char* bad : {"--kv-cache-dtype q5_k", "--block-size 3", "--kv-cache-memory-bytes 0",
+                          "--kv-cache-memory-bytes lots"}) {
+    r = RunKvserve(std::string("inspect ") + bad + " " + path);
+    EXPECT_EQ(r.exit_code, 1) << bad << r.output;
+    EXPECT_NE(r.output.find("error: inspect"), std::string::npos) << bad << r.output;
+  }
+}
+
+// kvserve-v41: the hybrid's per-group formulas and the seed's 890 B per token for the flash
+// shape (a metadata-only file), and a budget's blocks for the weighted mini model.
+TEST_F(ToolsTest, InspectV41Models) {
+  const std::string flash = (dir_ / "flash.gguf").string();
+  RunResult r = RunKvserve("make-model --arch kvserve-v41 --preset v41-flash-shape -o " + flash);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunKvserve("inspect --kv-cache-memory-bytes 4GiB " + flash);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  EXPECT_NE(r.output.find("KV cache per token: 534 B (latent/2) + 356 B (latent/1) = 890 B"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("1 (K=V) x 40 layers x 528 B"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("KV cache: "), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("max concurrency at max-model-len "), std::string::npos) << r.output;
+
+  const std::string mini = (dir_ / "mini.gguf").string();
+  r = RunKvserve("make-model --arch kvserve-v41 --preset mini -o " + mini);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  r = RunKvserve("inspect --json --kv-cache-memory-bytes 8MiB " + mini);
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  nlohmann::json j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
+  ASSERT_FALSE(j.is_discarded()) << r.output;
+  const nlohmann::json& kv = j["kv_cache"];
+  ASSERT_EQ(kv["groups"].size(), 3u) << r.output;
+  EXPECT_EQ(kv["groups"][0]["name"], "window");
+  EXPECT_EQ(kv["groups"][1]["name"], "latent/2");
+  EXPECT_EQ(kv["groups"][2]["name"], "latent/1");
+  EXPECT_EQ(kv["max_model_len"], 2048);
+  int64_t arena = 0;
+  for (const auto& g : kv["groups"]) {
+    EXPECT_EQ(g["arena_bytes"].get<int64_t>(),
+              g["num_blocks"].get<int64_t>() * g["block_bytes"].get<int64_t>());
+    arena += g["arena_bytes"].get<int64_t>();
+  }
+  EXPECT_EQ(kv["total_arena_bytes"].get<int64_t>(), arena);
+  EXPECT_LE(arena, 8 << 20);
+  EXPECT_GT(kv["num_tokens"].get<int64_t>(), 0);
 }
 
 TEST_F(ToolsTest, InspectRejectsBadFiles) {

@@ -1,0 +1,150 @@
+// A GGUF model's KV config has one source: model::MakeModelKvLayout (model/kv_layout.h), the
+// function the server's startup reaches. The planner's PlanKvConfig for a GGUF model must be
+// that config (at tp 1, field for field), with only the TP head split on top.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+
+#include "core/units.h"
+#include "kv/config.h"
+#include "model/kv_layout.h"
+#include "model/v41_random_model.h"
+#include "planner/gguf_model.h"
+#include "planner/plan.h"
+#include "planner/presets.h"
+
+namespace kvserve::planner {
+namespace {
+
+namespace fs = std::filesystem;
+using tensor::DType;
+
+void ExpectSameConfig(const kv::KvCacheConfig& a, const kv::KvCacheConfig& b) {
+  EXPECT_EQ(a.num_layers, b.num_layers);
+  EXPECT_EQ(a.block_size, b.block_size);
+  EXPECT_EQ(a.max_model_len, b.max_model_len);
+  EXPECT_EQ(a.max_chunk_tokens, b.max_chunk_tokens);
+  EXPECT_EQ(kv::DescribeKvFormats(a), kv::DescribeKvFormats(b));  // specs, writers, readers
+}
+
+// The mini kvserve-v41 model, metadata only (the KV layout needs no weights).
+class V41Gguf : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    path_ = (fs::temp_directory_path() / ("kvserve_gguf_kv_" + std::to_string(getpid()) + ".gguf"))
+                .string();
+    Result<model::V41ModelSpec> spec = model::FindV41Preset("mini");
+    ASSERT_TRUE(spec.ok());
+    spec->with_weights = false;
+    ASSERT_TRUE(model::V41ModelWriter(*spec).Write(path_).ok());
+  }
+  void TearDown() override { fs::remove(path_); }
+  std::string path_;
+};
+
+TEST_F(V41Gguf, PlannerUsesTheServersConfig) {
+  Result<ModelDesc> model = LoadGgufModel(path_);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(model->kv_shape.has_value());
+  EXPECT_EQ(model->num_layers, 8);
+  EXPECT_EQ(model->max_model_len, 2048);
+  // mini: window 16 in every layer; source 2 (ratio 2) read by 3-4, source 5 (ratio 1) by 6-7.
+  ASSERT_EQ(model->kv_groups.size(), 3u);
+  EXPECT_EQ(model->kv_groups[0].name, "window");
+  EXPECT_EQ(FormatLayerList(model->kv_groups[0].layers), "0-7");
+  EXPECT_EQ(model->kv_groups[1].name, "latent/2");
+  EXPECT_EQ(model->kv_groups[1].layers, std::vector<int>{2});
+  EXPECT_EQ(FormatLayerList(model->kv_groups[1].readers), "3-4");
+  EXPECT_EQ(model->kv_groups[2].name, "latent/1");
+  EXPECT_EQ(model->kv_groups[2].layers, std::vector<int>{5});
+  EXPECT_EQ(FormatLayerList(model->kv_groups[2].readers), "6-7");
+
+  auto file = gguf::GgufFile::Open(path_);
+  ASSERT_TRUE(file.ok());
+  Result<model::V41Config> v41 = model::ReadV41Config(**file);
+  ASSERT_TRUE(v41.ok()) << v41.status().ToString();
+  for (int64_t chunk : {1, 256, 2048}) {
+    for (const char* dtype : {"auto", "fp4"}) {  // trained formats ignore the flag
+      Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 1024, chunk, dtype);
+      ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+      // What engine/v41_runner.cc builds at startup.
+      ExpectSameConfig(*planned, model::MakeV41KvLayout(*v41, 16, 1024, chunk).kv_config);
+    }
+  }
+  // Under TP the single-head window and latents are replicated: the same config per rank.
+  Result<kv::KvCacheConfig> tp4 = PlanKvConfig(*model, 4, 16, 1024, 256, "auto");
+  ASSERT_TRUE(tp4.ok()) << tp4.status().ToString();
+  ExpectSameConfig(*tp4, model::MakeV41KvLayout(*v41, 16, 1024, 256).kv_config);
+  // A block size the ratio-2 latent cannot tile is an error, not a crash.
+  EXPECT_FALSE(PlanKvConfig(*model, 1, 1, 1024, 256, "auto").ok());
+}
+
+// The DeepSeek-V4.1-Flash shape as a GGUF (model/v41_random_model.h, metadata only) plans the
+// same KV as the hand-written preset: the seed example's 39081024 allocator tokens.
+TEST(GgufKvConfig, FlashShapeGgufMatchesThePreset) {
+  const std::string path =
+      (fs::temp_directory_path() / ("kvserve_flash_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  Result<model::V41ModelSpec> spec = model::FindV41Preset("v41-flash-shape");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(model::V41ModelWriter(*spec).Write(path).ok());
+  Result<ModelDesc> gguf = LoadGgufModel(path);
+  fs::remove(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  Result<ModelDesc> preset = LoadModelPreset("deepseek-v4.1-flash");
+  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+  const uint64_t pool = 41344183649;  // the seed example's 38.50 GiB per card
+  Result<kv::KvCacheConfig> a = PlanKvConfig(*gguf, 4, 16, 1048576, 8192, "auto");
+  Result<kv::KvCacheConfig> b = PlanKvConfig(*preset, 4, 16, 1048576, 8192, "auto");
+  ASSERT_TRUE(a.ok() && b.ok());
+  Result<kv::KvCapacity> ca = kv::ComputeCapacity(*a, pool);
+  Result<kv::KvCapacity> cb = kv::ComputeCapacity(*b, pool);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  EXPECT_EQ(ca->num_tokens, 39081024);
+  EXPECT_EQ(cb->num_tokens, 39081024);
+  ASSERT_EQ(ca->groups.size(), cb->groups.size());
+  for (size_t g = 0; g < ca->groups.size(); ++g) {
+    EXPECT_EQ(ca->groups[g].num_blocks, cb->groups[g].num_blocks) << g;
+    EXPECT_EQ(ca->groups[g].block_bytes, cb->groups[g].block_bytes) << g;
+  }
+}
+
+TEST(GgufKvConfig, Stories260KDtypeAndTp) {
+  const std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (../shared absent)";
+  Result<ModelDesc> model = LoadGgufModel(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto file = gguf::GgufFile::Open(path);
+  ASSERT_TRUE(file.ok());
+  Result<model::ModelConfig> mc = model::ReadModelConfig(**file);
+  ASSERT_TRUE(mc.ok()) << mc.status().ToString();
+  // The engine's llama path: ParseKvCacheDType(flag, ModelActivationDType) + MakeKvCacheConfig.
+  for (const char* flag : {"auto", "f32", "f16", "bf16", "q8_0", "fp8", "fp4"}) {
+    SCOPED_TRACE(flag);
+    Result<DType> dtype = kv::ParseKvCacheDType(flag, model::ModelActivationDType(**file));
+    ASSERT_TRUE(dtype.ok());
+    const kv::KvCacheConfig engine = model::MakeKvCacheConfig(*mc, *dtype, 16, 512, 2048);
+    Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 512, 2048, flag);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    ExpectSameConfig(*planned, engine);
+    for (uint64_t budget : {uint64_t{1} << 20, uint64_t{8} << 20}) {
+      Result<kv::KvCapacity> a = kv::ComputeCapacity(*planned, budget);
+      Result<kv::KvCapacity> b = kv::ComputeCapacity(engine, budget);
+      ASSERT_TRUE(a.ok() && b.ok());
+      EXPECT_EQ(a->num_tokens, b->num_tokens);
+      EXPECT_EQ(a->total_arena_bytes, b->total_arena_bytes);
+    }
+  }
+  // f32 weights: auto is f32 KV.
+  EXPECT_EQ(std::get<kv::FullAttention>(model->kv_groups[0].spec).dtype, DType::kF32);
+  // TP: 4 KV heads split over 2 ranks; 3 neither divides nor is divided by 4.
+  Result<kv::KvCacheConfig> tp2 = PlanKvConfig(*model, 2, 16, 512, 2048, "auto");
+  ASSERT_TRUE(tp2.ok()) << tp2.status().ToString();
+  EXPECT_EQ(std::get<kv::FullAttention>(tp2->groups[0].spec).num_kv_heads, 2);
+  EXPECT_FALSE(PlanKvConfig(*model, 3, 16, 512, 2048, "auto").ok());
+  EXPECT_FALSE(PlanKvConfig(*model, 1, 16, 512, 2048, "q5_k").ok());
+}
+
+}  // namespace
+}  // namespace kvserve::planner

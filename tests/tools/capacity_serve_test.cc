@@ -1,0 +1,297 @@
+// One source of truth, end to end: for each local model (stories260K, the make-model 110m
+// preset, the kvserve-v41 mini preset) and several KV budgets, the token capacity and blocks
+// per group that the real `kvserve serve` allocates at startup equal what `kvserve plan` and
+// `kvserve inspect` print for the same budget.
+//
+// Each case starts `kvserve serve MODEL --port 0 --kv-cache-memory B`, waits for its
+// "serving" line and a 200 from /health, stops it with SIGTERM, and parses its startup log
+// (kv::FormatCapacityReport):
+//   "KV group G <kind>: ...; N blocks x P B = ..."
+//   "KV cache: T tokens (block size 16)"
+//   "max concurrency at max-model-len L: C (...)"
+// then runs `kvserve plan --model MODEL --gpu cpu --kv-cache-memory-bytes B --max-model-len L
+// --json` and `kvserve inspect MODEL --kv-cache-memory-bytes B --json` (inspect resolves L
+// itself, as serve does) and compares.
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace kvserve::tools {
+namespace {
+
+namespace fs = std::filesystem;
+using Json = nlohmann::json;
+
+const std::string kBinary = KVSERVE_BINARY_DIR "/tools/kvserve";
+constexpr int kChunkTokens = 2048;  // serve's default --max-num-batched-tokens, passed to all
+
+std::string Slurp(const fs::path& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs `kvserve ARGS`; returns stdout only (stderr dropped), exit code in `exit_code`.
+std::string RunTool(const std::string& args, int& exit_code) {
+  const std::string command = kBinary + " " + args + " 2>/dev/null";
+  std::string out;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  if (pipe == nullptr) return out;
+  char buffer[4096];
+  size_t n;
+  while ((n = std::fread(buffer, 1, sizeof(buffer), pipe)) > 0) out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  return out;
+}
+
+// What serve's startup log says about its KV cache.
+struct ServeKv {
+  std::vector<int64_t> num_blocks;   // per group, null block included
+  std::vector<int64_t> block_bytes;  // per group
+  int64_t num_tokens = -1;
+  int64_t max_model_len = -1;
+  double max_concurrency = -1;
+};
+
+ServeKv ParseServeLog(const std::string& log) {
+  ServeKv kv;
+  const std::regex group(R"(KV group (\d+) \w+: .*; (\d+) blocks x (\d+) B = )");
+  for (auto it = std::sregex_iterator(log.begin(), log.end(), group); it != std::sregex_iterator();
+       ++it) {
+    kv.num_blocks.push_back(std::stoll((*it)[2]));
+    kv.block_bytes.push_back(std::stoll((*it)[3]));
+  }
+  std::smatch m;
+  if (std::regex_search(log, m, std::regex(R"(KV cache: (\d+) tokens)"))) {
+    kv.num_tokens = std::stoll(m[1]);
+  }
+  if (std::regex_search(log, m,
+                        std::regex(R"(max concurrency at max-model-len (\d+): ([0-9.]+))"))) {
+    kv.max_model_len = std::stoll(m[1]);
+    kv.max_concurrency = std::stod(m[2]);
+  }
+  return kv;
+}
+
+// True when GET /health on 127.0.0.1:port answers 200: the server's accept loop is running.
+bool Healthy(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  if (fd < 0) return false;
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  timeval timeout{2, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
+    const std::string request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+    if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
+      char buffer[256];
+      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
+      if (n > 0) response.assign(buffer, static_cast<size_t>(n));
+    }
+  }
+  close(fd);
+  return response.rfind("HTTP/1.", 0) == 0 && response.find(" 200") != std::string::npos;
+}
+
+// SIGTERM, then SIGKILL when it has not exited within timeout_s.
+void StopProcess(pid_t pid, double timeout_s) {
+  kill(pid, SIGTERM);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  int status = 0;
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (waitpid(pid, &status, WNOHANG) == pid) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  kill(pid, SIGKILL);
+  waitpid(pid, &status, 0);
+}
+
+// Starts `kvserve serve MODEL --port 0 --kv-cache-memory BUDGET`, waits (up to timeout_s) for
+// it to print its address and answer /health (so SIGTERM reaches a running accept loop),
+// stops it, and returns its log; "" (with a failure) when it exits early or never gets there.
+std::string ServeStartupLog(const std::string& model, uint64_t budget, const fs::path& log_path,
+                            double timeout_s = 120) {
+  std::vector<std::string> args = {kBinary,
+                                   "serve",
+                                   model,
+                                   "--host",
+                                   "127.0.0.1",
+                                   "--port",
+                                   "0",
+                                   "--kv-cache-memory",
+                                   std::to_string(budget),
+                                   "--max-num-batched-tokens",
+                                   std::to_string(kChunkTokens),
+                                   "--threads",
+                                   "1"};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(fd, 1);
+    dup2(fd, 2);
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    execv(kBinary.c_str(), argv.data());
+    _exit(127);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  bool serving = false;
+  int status = 0;
+  bool exited = false;
+  const std::regex address(R"(kvserve: serving .* on http://127\.0\.0\.1:(\d+) )");
+  while (std::chrono::steady_clock::now() < deadline) {
+    const std::string log = Slurp(log_path);
+    std::smatch m;
+    if (std::regex_search(log, m, address) && Healthy(std::stoi(m[1]))) {
+      serving = true;
+      break;
+    }
+    if (waitpid(pid, &status, WNOHANG) == pid) {
+      exited = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  if (!exited) StopProcess(pid, 30);
+  const std::string log = Slurp(log_path);
+  EXPECT_TRUE(serving) << "kvserve serve " << model << " did not start:\n" << log;
+  return serving ? log : "";
+}
+
+class CapacityServeTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string pattern = (fs::temp_directory_path() / "kvserve_capacity_test.XXXXXX").string();
+    ASSERT_NE(::mkdtemp(pattern.data()), nullptr);
+    dir_ = new fs::path(pattern);
+  }
+  static void TearDownTestSuite() {
+    std::error_code ignored;
+    fs::remove_all(*dir_, ignored);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override { ASSERT_TRUE(fs::exists(kBinary)) << "build the kvserve target first"; }
+
+  // `kvserve make-model ARGS -o dir/NAME` once per suite; returns the path.
+  static std::string MakeModel(const std::string& args, const std::string& name) {
+    const fs::path path = *dir_ / name;
+    if (fs::exists(path)) return path.string();
+    int code = -1;
+    const auto t0 = std::chrono::steady_clock::now();
+    const std::string out = RunTool("make-model " + args + " -o " + path.string(), code);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    EXPECT_EQ(code, 0) << out;
+    std::printf("make-model %s: %.2f s\n", args.c_str(), seconds);
+    return path.string();
+  }
+
+  // The three-way check for one model and budget.
+  void ExpectServePlanInspectAgree(const std::string& model, uint64_t budget) {
+    SCOPED_TRACE(model + " budget " + std::to_string(budget));
+    // A fresh name per run: the child truncates its log only after fork returns, so a reused
+    // name could show the previous server's lines.
+    const fs::path log_path = *dir_ / ("serve-" + std::to_string(++num_runs_) + ".log");
+    const std::string log = ServeStartupLog(model, budget, log_path);
+    if (log.empty()) return;
+    const ServeKv serve = ParseServeLog(log);
+    ASSERT_GT(serve.num_tokens, 0) << log;
+    ASSERT_GT(serve.max_model_len, 0) << log;
+    ASSERT_FALSE(serve.num_blocks.empty()) << log;
+
+    int code = -1;
+    const std::string plan_out = RunTool(
+        "plan --model " + model + " --gpu cpu --kv-cache-memory-bytes " + std::to_string(budget) +
+            " --max-model-len " + std::to_string(serve.max_model_len) +
+            " --max-num-batched-tokens " + std::to_string(kChunkTokens) + " --json",
+        code);
+    ASSERT_EQ(code, 0) << plan_out;
+    const Json plan = Json::parse(plan_out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(plan.is_discarded()) << plan_out;
+    EXPECT_EQ(plan["kv_tokens"].get<int64_t>(), serve.num_tokens) << log;
+    EXPECT_NEAR(plan["max_concurrency_exact"].get<double>(), serve.max_concurrency, 0.005);
+    ASSERT_EQ(plan["kv_groups"].size(), serve.num_blocks.size()) << plan_out;
+    for (size_t g = 0; g < serve.num_blocks.size(); ++g) {
+      EXPECT_EQ(plan["kv_groups"][g]["num_blocks"].get<int64_t>(), serve.num_blocks[g]) << g;
+      EXPECT_EQ(plan["kv_groups"][g]["block_bytes"].get<int64_t>(), serve.block_bytes[g]) << g;
+    }
+
+    const std::string inspect_out =
+        RunTool("inspect " + model + " --kv-cache-memory-bytes " + std::to_string(budget) +
+                    " --max-num-batched-tokens " + std::to_string(kChunkTokens) + " --json",
+                code);
+    ASSERT_EQ(code, 0) << inspect_out;
+    const Json inspect = Json::parse(inspect_out, nullptr, /*allow_exceptions=*/false);
+    ASSERT_FALSE(inspect.is_discarded()) << inspect_out;
+    const Json& kv = inspect["kv_cache"];
+    ASSERT_TRUE(kv.is_object()) << inspect_out;
+    EXPECT_EQ(kv["max_model_len"].get<int64_t>(), serve.max_model_len);
+    EXPECT_EQ(kv["num_tokens"].get<int64_t>(), serve.num_tokens);
+    ASSERT_EQ(kv["groups"].size(), serve.num_blocks.size());
+    for (size_t g = 0; g < serve.num_blocks.size(); ++g) {
+      EXPECT_EQ(kv["groups"][g]["num_blocks"].get<int64_t>(), serve.num_blocks[g]) << g;
+    }
+  }
+
+  static fs::path* dir_;
+  static int num_runs_;
+};
+
+fs::path* CapacityServeTest::dir_ = nullptr;
+int CapacityServeTest::num_runs_ = 0;
+
+TEST_F(CapacityServeTest, Stories260K) {
+  const std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
+  if (!fs::exists(path)) GTEST_SKIP() << "no " << path << " (../shared absent)";
+  // f32 KV, 1280 B/token, 20480 B blocks: 1 MiB holds 51 blocks (the kv/config.h example).
+  for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7, uint64_t{64} << 20}) {
+    ExpectServePlanInspectAgree(path, budget);
+  }
+}
+
+// llama 110m shape (12 layers x 12 KV heads x 64 dims, f16 KV = 36864 B/token, context
+// 32768), q4_0 matrices to keep the file small. The small budgets make serve lower
+// --max-model-len to what fits; plan is given that length, inspect finds it itself.
+TEST_F(CapacityServeTest, Preset110m) {
+  const std::string path = MakeModel("--preset 110m --type q4_0 --seed 3", "110m-q4_0.gguf");
+  for (uint64_t budget : {uint64_t{16} << 20, (uint64_t{100} << 20) + 7, uint64_t{256} << 20}) {
+    ExpectServePlanInspectAgree(path, budget);
+  }
+}
+
+// The hybrid: a sliding FP8 window in every layer plus two latent groups; the split between
+// the three arenas depends on max-model-len and the prefill chunk.
+TEST_F(CapacityServeTest, V41Mini) {
+  const std::string path = MakeModel("--arch kvserve-v41 --preset mini --seed 3", "v41-mini.gguf");
+  for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7, uint64_t{64} << 20}) {
+    ExpectServePlanInspectAgree(path, budget);
+  }
+}
+
+}  // namespace
+}  // namespace kvserve::tools
