@@ -5,6 +5,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include <thread>
+
 #include "core/log.h"
 #include "server/responses.h"
 
@@ -255,8 +257,17 @@ Result<int> Server::Bind() {
   return port;
 }
 
+// A Shutdown() before Serve() makes Serve() return at once; one after it waits until the
+// listener runs, then stops it (httplib's stop() does nothing to a listener not yet running).
 Status Server::Serve() {
-  if (!http_->listen_after_bind()) return IoError("the HTTP listener failed");
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (shut_down_) return Status::Ok();
+    serving_ = true;
+  }
+  const bool ok = http_->listen_after_bind();
+  serve_returned_.store(true);
+  if (!ok) return IoError("the HTTP listener failed");
   return Status::Ok();
 }
 
@@ -274,6 +285,13 @@ void Server::Shutdown(std::chrono::duration<double> drain_timeout) {
     if (!admission_.WaitIdle(std::chrono::seconds(10))) {
       KV_LOG(WARNING, "requests still in flight at shutdown");
     }
+  }
+  {
+    std::lock_guard<std::mutex> lock(shutdown_mu_);
+    if (!serving_) return;  // Serve() will see shut_down_ and return
+  }
+  while (!http_->is_running() && !serve_returned_.load()) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   http_->stop();
 }

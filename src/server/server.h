@@ -11,6 +11,7 @@
 // (e.g. a signal-handling one); handlers run on the worker threads.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -108,7 +109,9 @@ class Server {
   std::atomic<int64_t> next_request_ = 0;
   std::atomic<int64_t> num_rejected_ = 0;
   std::mutex shutdown_mu_;
-  bool shut_down_ = false;
+  bool shut_down_ = false;       // Shutdown() was called (guarded by shutdown_mu_)
+  bool serving_ = false;         // Serve() got past its check (guarded by shutdown_mu_)
+  std::atomic<bool> serve_returned_{false};
 };
 
 // Constant-time comparison (no early exit on the first differing byte).
