@@ -183,13 +183,7 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--kv-cache-dtype", f->config.kv_cache_dtype)->capture_default_str();
   tp->add_option("--threads", f->config.num_threads)->capture_default_str();
   tp->add_flag("--no-enable-prefix-caching", f->no_prefix_caching);
-  tp->callback([f] {
-    const Status status = RunThroughput(*f);
-    if (!status.ok()) {
-      fmt::print(stderr, "error: bench throughput: {}\n", status.ToString());
-      SetExitCode(1);
-    }
-  });
+  tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }
 
 }  // namespace kvserve::tools

@@ -97,11 +97,8 @@ Result<std::unique_ptr<engine::Engine>> Open(const BenchOffloadFlags& f, const S
   oc.cpu_bytes_to_use = s.cpu ? 8ull << 30 : 0;
   if (s.files) oc.file = offload::FileTierConfig{f.root_dir, 8, 8};
   if (s.redis) {
-    KV_ASSIGN_OR_RETURN(offload::OffloadConfig parsed,
-                        offload::ParseKvTransferConfig(fmt::format(
-                            R"({{"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {{"spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": 0, "secondary_tiers": [{{"type": "redis", "url": "{}"}}]}}}})",
-                            f.redis_url)));
-    oc.redis = parsed.redis;
+    KV_ASSIGN_OR_RETURN(offload::RedisAddress address, offload::ParseRedisUrl(f.redis_url));
+    oc.redis = offload::RedisTierConfig{f.redis_url, address};
   }
   config.offload = oc;
   return engine::Engine::LoadLlama(f.model, config);
@@ -119,7 +116,8 @@ struct Row {
 
 // Notes a run that was served fewer cached tokens than the full hit.
 void CheckHit(Row& row, const char* what, int64_t cached) {
-  const int64_t want = (row.len - 1) / 16 * 16;
+  const int64_t block = engine::EngineConfig{}.block_size;  // Open() keeps the default
+  const int64_t want = (row.len - 1) / block * block;
   if (cached != want) row.notes += fmt::format(" {} served {} of {} tokens;", what, cached, want);
 }
 
@@ -214,13 +212,7 @@ void RegisterBenchOffload(CLI::App* bench) {
   cmd->add_option("--threads", f->threads)->capture_default_str();
   cmd->add_option("--repeats", f->repeats)->capture_default_str();
   cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory)->capture_default_str();
-  cmd->callback([f] {
-    const Status status = RunBenchOffload(*f);
-    if (!status.ok()) {
-      fmt::print(stderr, "error: bench offload: {}\n", status.ToString());
-      SetExitCode(1);
-    }
-  });
+  cmd->callback([f] { ReportFailure("bench offload", RunBenchOffload(*f)); });
 }
 
 }  // namespace kvserve::tools

@@ -258,13 +258,7 @@ void RegisterBenchServe(CLI::App* bench) {
   cmd->add_option("--random-vocab", f->vocab_hint, "random token ids below this")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed)->capture_default_str();
-  cmd->callback([f] {
-    const Status status = RunBenchServe(*f);
-    if (!status.ok()) {
-      fmt::print(stderr, "error: bench serve: {}\n", status.ToString());
-      SetExitCode(1);
-    }
-  });
+  cmd->callback([f] { ReportFailure("bench serve", RunBenchServe(*f)); });
 }
 
 }  // namespace kvserve::tools

@@ -3,6 +3,10 @@
 
 #include <CLI/CLI.hpp>
 
+#include <string_view>
+
+#include "core/status.h"
+
 namespace kvserve::tools {
 
 // Every Register* function lives in its own tools/<command>.cc.
@@ -21,5 +25,7 @@ void RegisterBenchOffload(CLI::App* bench);  // bench_offload.cc: `bench offload
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();
 void SetExitCode(int code);
+// For a failed `status`: prints "error: <command>: <status>" to stderr and sets exit code 1.
+void ReportFailure(std::string_view command, const Status& status);
 
 }  // namespace kvserve::tools

@@ -80,7 +80,7 @@ Status CreateKv(const GenerateOptions& o, int64_t num_tokens, Loaded& loaded) {
     KV_ASSIGN_OR_RETURN(budget, kv::ParseKvBudget(o.kv_budget));
   }
   kv::KvCacheManagerOptions kv_options;
-  kv_options.fingerprint = model::MakeFingerprint(*loaded.file, config, kv_config);
+  kv_options.fingerprint = model::MakeFingerprint(*loaded.file, config.architecture, kv_config);
   KV_ASSIGN_OR_RETURN(loaded.kv, kv::KvCacheManager::Create(kv_config, budget, kv_options));
   for (const std::string& line : kv::FormatCapacityReport(kv_config, loaded.kv->capacity())) {
     KV_LOG(INFO, "{}", line);
@@ -280,13 +280,7 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--kv-cache-memory-bytes", o->kv_budget, "KV budget, e.g. 4GiB");
   cmd->add_option("-b,--batch-size", o->batch_size, "most prompt tokens per forward")
       ->capture_default_str();
-  cmd->callback([o] {
-    Status s = Run(*o);
-    if (!s.ok()) {
-      std::fprintf(stderr, "kvserve generate: %s\n", s.ToString().c_str());
-      SetExitCode(1);
-    }
-  });
+  cmd->callback([o] { ReportFailure("generate", Run(*o)); });
 }
 
 }  // namespace kvserve::tools

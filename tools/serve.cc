@@ -200,13 +200,7 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout_s,
                   "seconds SIGTERM waits for in-flight requests")->capture_default_str();
   AddEngineFlags(cmd, *f);
-  cmd->callback([f] {
-    const Status status = RunServe(*f);
-    if (!status.ok()) {
-      fmt::print(stderr, "error: serve: {}\n", status.ToString());
-      SetExitCode(1);
-    }
-  });
+  cmd->callback([f] { ReportFailure("serve", RunServe(*f)); });
 }
 
 }  // namespace kvserve::tools

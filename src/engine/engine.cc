@@ -66,8 +66,7 @@ Result<std::unique_ptr<Engine>> Engine::LoadLlama(const std::string& path,
                                                   config.kv_cache_dtype,
                                                   model::ModelActivationDType(*file)));
   KV_RETURN_IF_ERROR(kv::ValidateBlockSize(config.block_size));
-  const uint64_t budget =
-      config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  const uint64_t budget = config.KvBudgetBytes();
   const kv::KvCacheConfig at_context = model::MakeKvCacheConfig(
       mc, kv_dtype, config.block_size, mc.context_length, config.max_num_batched_tokens);
   KV_ASSIGN_OR_RETURN(int64_t max_model_len, ResolveMaxModelLen(at_context, budget,
@@ -80,18 +79,24 @@ Result<std::unique_ptr<Engine>> Engine::LoadLlama(const std::string& path,
   load.max_context_tokens = static_cast<int32_t>(max_model_len);
   load.max_threads = config.num_threads;
   KV_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(file, load));
+  return CreateForGguf(*file, mc.architecture, std::make_unique<LlamaRunner>(std::move(model)),
+                       kv_config, config);
+}
+
+Result<std::unique_ptr<Engine>> Engine::CreateForGguf(const gguf::GgufFile& file,
+                                                      std::string_view architecture,
+                                                      std::unique_ptr<ModelRunner> runner,
+                                                      const kv::KvCacheConfig& kv_config,
+                                                      const EngineConfig& config) {
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(*file, mc, kv_config);
+  kv_options.fingerprint = model::MakeFingerprint(file, architecture, kv_config);
   std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  EngineConfig resolved = config;
-  resolved.kv_cache_bytes = budget;
-  return Create(std::make_unique<LlamaRunner>(std::move(model)), kv_config, kv_options, resolved,
-                eos);
+  return Create(std::move(runner), kv_config, kv_options, config, eos);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runner,
@@ -106,8 +111,7 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
   if (kv_config.groups.size() != 1 && !runner->UsesKvGroups()) {
     return Unimplemented("the engine runs models with one KV cache group");
   }
-  const uint64_t budget =
-      config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  const uint64_t budget = config.KvBudgetBytes();
   if (config.offload && !kv_options.enable_prefix_caching) {
     return InvalidArgument("KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
                            "prefix caching; drop --no-enable-prefix-caching");
@@ -212,7 +216,6 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
                             plan.scheduled[i].block_tables.end());
   }
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
-    if (s.is_new) states_.at(s.id).num_cached_tokens = s.num_computed_tokens;
     model::SequenceInput seq;
     seq.tokens = s.tokens;
     seq.start_pos = static_cast<int32_t>(s.num_computed_tokens);
@@ -263,6 +266,7 @@ std::vector<RequestOutput> Engine::CollectOutputs(
   std::vector<RequestOutput> outputs;
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
     RequestState& state = states_.at(s.id);
+    if (s.is_new) state.num_cached_tokens = s.num_computed_tokens;  // admitted at its hit
     if (!state.scheduled) {
       state.scheduled = true;
       state.first_scheduled = now;

@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 #include <vector>
 
@@ -48,6 +49,11 @@ struct EngineConfig {
   // --kv-transfer-config / --kv-offloading-size: KV tiers below the device pool (needs
   // prefix caching).
   std::optional<offload::OffloadConfig> offload;
+
+  // kv_cache_bytes, or the CPU default when it is 0.
+  uint64_t KvBudgetBytes() const {
+    return kv_cache_bytes ? kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  }
 };
 
 struct EngineRequest {
@@ -86,6 +92,13 @@ class Engine {
                                                 const kv::KvCacheManagerOptions& kv_options,
                                                 const EngineConfig& config,
                                                 std::optional<int32_t> eos_token_id);
+  // The common end of loading a GGUF model: prefix caching per config, the fingerprint of
+  // (file, architecture, kv_config), the EOS id from the file's vocabulary, then Create.
+  static Result<std::unique_ptr<Engine>> CreateForGguf(const gguf::GgufFile& file,
+                                                       std::string_view architecture,
+                                                       std::unique_ptr<ModelRunner> runner,
+                                                       const kv::KvCacheConfig& kv_config,
+                                                       const EngineConfig& config);
   ~Engine();
 
   // InvalidArgument (bad params, tokens outside the vocabulary, empty prompt) or OutOfRange

@@ -37,8 +37,7 @@ Result<std::unique_ptr<Engine>> LoadV41Engine(std::shared_ptr<const gguf::GgufFi
                                               const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(model::V41Config mc, model::ReadV41Config(*file));
   KV_RETURN_IF_ERROR(kv::ValidateBlockSize(config.block_size));
-  const uint64_t budget =
-      config.kv_cache_bytes ? config.kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
+  const uint64_t budget = config.KvBudgetBytes();
   const model::V41KvLayout at_context = model::MakeV41KvLayout(
       mc, config.block_size, mc.context_length, config.max_num_batched_tokens);
   KV_ASSIGN_OR_RETURN(
@@ -51,21 +50,8 @@ Result<std::unique_ptr<Engine>> LoadV41Engine(std::shared_ptr<const gguf::GgufFi
   load.max_context_tokens = static_cast<int32_t>(max_model_len);
   load.max_threads = config.num_threads;
   KV_ASSIGN_OR_RETURN(std::unique_ptr<model::V41Model> model, model::V41Model::Load(file, load));
-  kv::KvCacheManagerOptions kv_options;
-  kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint.weights_digest = model::WeightsDigest(*file);
-  kv_options.fingerprint.arch = mc.architecture;
-  kv_options.fingerprint.kv_formats = kv::DescribeKvFormats(layout.kv_config);
-  kv_options.fingerprint.block_size = config.block_size;
-  std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
-      vocab.ok()) {
-    eos = (*vocab)->eos_id();
-  }
-  EngineConfig resolved = config;
-  resolved.kv_cache_bytes = budget;
-  return Engine::Create(std::make_unique<V41Runner>(std::move(model)), layout.kv_config, kv_options,
-                        resolved, eos);
+  return Engine::CreateForGguf(*file, mc.architecture, std::make_unique<V41Runner>(std::move(model)),
+                               layout.kv_config, config);
 }
 
 }  // namespace kvserve::engine

@@ -37,7 +37,6 @@ struct BlockLoad {
 struct FinishedLoad {
   RequestId id = 0;
   size_t num_loaded = 0;  // leading entries of the StartLoad list now in device memory
-  size_t num_requested = 0;
 };
 
 class KvConnector {
@@ -51,7 +50,6 @@ class KvConnector {
   // When none has finished, waits up to `wait` for one.
   virtual std::vector<FinishedLoad> PollLoads(std::chrono::milliseconds wait) = 0;
   virtual void CancelLoad(RequestId id) = 0;
-  virtual bool HasPendingLoads() const = 0;
 };
 
 }  // namespace kvserve::kv

@@ -176,11 +176,11 @@ std::string WeightsDigest(const gguf::GgufFile& file) {
   return fmt::format("{:016x}{:016x}", h.high64, h.low64);
 }
 
-kv::ModelFingerprint MakeFingerprint(const gguf::GgufFile& file, const ModelConfig& config,
+kv::ModelFingerprint MakeFingerprint(const gguf::GgufFile& file, std::string_view architecture,
                                      const kv::KvCacheConfig& kv_config) {
   kv::ModelFingerprint fp;
   fp.weights_digest = WeightsDigest(file);
-  fp.arch = config.architecture;
+  fp.arch = std::string(architecture);
   fp.kv_formats = kv::DescribeKvFormats(kv_config);
   fp.block_size = kv_config.block_size;
   return fp;

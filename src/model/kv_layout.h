@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <variant>
 #include <vector>
 
@@ -104,7 +105,7 @@ Result<ModelKvLayout> MakeModelKvLayout(const gguf::GgufFile& file, const KvLayo
 std::string WeightsDigest(const gguf::GgufFile& file);
 
 // The fingerprint of (weights, architecture, KV formats, block size).
-kv::ModelFingerprint MakeFingerprint(const gguf::GgufFile& file, const ModelConfig& config,
+kv::ModelFingerprint MakeFingerprint(const gguf::GgufFile& file, std::string_view architecture,
                                      const kv::KvCacheConfig& kv_config);
 
 }  // namespace kvserve::model

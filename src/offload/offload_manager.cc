@@ -61,10 +61,8 @@ void OffloadManager::StoreToCpu(const BlockKey& key, std::span<const std::byte> 
 }
 
 void OffloadManager::Store(const BlockKey& key, std::span<const std::byte> bytes) {
-  CheckBlock(key, bytes);
-  auto shared = std::make_shared<const Bytes>(bytes.begin(), bytes.end());
-  if (file_ || redis_) QueueWrite(key, shared, file_ != nullptr, redis_ != nullptr);
-  if (config_.cpu_bytes_to_use > 0 && !cpu_->Contains(key)) cpu_->PutShared(key, std::move(shared));
+  WriteThrough(key, bytes);
+  StoreToCpu(key, bytes);
 }
 
 bool OffloadManager::QueueWrite(const BlockKey& key, SharedBytes bytes, bool to_file,

@@ -69,7 +69,7 @@ std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::millisec
       continue;
     }
     const LoadResult result = p.result.get();
-    done.push_back({p.id, CopyIn(p, result), p.loads.size()});
+    done.push_back({p.id, CopyIn(p, result)});
   }
   pending_ = std::move(still);
   return done;

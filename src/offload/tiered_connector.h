@@ -35,7 +35,6 @@ class TieredKvConnector final : public kv::KvConnector {
   void StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) override;
   std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds wait) override;
   void CancelLoad(kv::RequestId id) override;
-  bool HasPendingLoads() const override { return !pending_.empty(); }
 
   OffloadManager& manager() { return *manager_; }
   const OffloadManager& manager() const { return *manager_; }

@@ -23,7 +23,7 @@ class FakeConnector final : public kv::KvConnector {
   }
   std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds) override {
     std::vector<kv::FinishedLoad> out;
-    for (const auto& [id, n] : finished) out.push_back({id, n, started.at(id).size()});
+    for (const auto& [id, n] : finished) out.push_back({id, n});
     for (const auto& [id, n] : finished) started.erase(id);
     finished.clear();
     return out;
@@ -32,7 +32,6 @@ class FakeConnector final : public kv::KvConnector {
     started.erase(id);
     cancelled.insert(id);
   }
-  bool HasPendingLoads() const override { return !started.empty(); }
 
   void Hold(std::span<const kv::BlockHash> hashes) {
     for (const kv::BlockHash& h : hashes) held.insert({0, h.low, h.high});

@@ -3,8 +3,8 @@
 // per group that the real `kvserve serve` allocates at startup equal what `kvserve plan` and
 // `kvserve inspect` print for the same budget.
 //
-// Each case starts `kvserve serve MODEL --port 0 --kv-cache-memory B`, waits for its
-// "serving" line and a 200 from /health, stops it with SIGTERM, and parses its startup log
+// Each case starts `kvserve serve MODEL --kv-cache-memory-bytes B` (ServerProcess), waits for
+// a 200 from /health, stops it with SIGTERM, and parses its startup log
 // (kv::FormatCapacityReport):
 //   "KV group G <kind>: ...; N blocks x P B = ..."
 //   "KV cache: T tokens (block size 16)"
@@ -12,27 +12,20 @@
 // then runs `kvserve plan --model MODEL --gpu cpu --kv-cache-memory-bytes B --max-model-len L
 // --json` and `kvserve inspect MODEL --kv-cache-memory-bytes B --json` (inspect resolves L
 // itself, as serve does) and compares.
-#include <arpa/inet.h>
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <signal.h>
 #include <stdlib.h>
-#include <sys/socket.h>
-#include <sys/time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
-#include <sstream>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "server/server_process.h"
 
 namespace kvserve::tools {
 namespace {
@@ -42,13 +35,6 @@ using Json = nlohmann::json;
 
 const std::string kBinary = KVSERVE_BINARY_DIR "/tools/kvserve";
 constexpr int kChunkTokens = 2048;  // serve's default --max-num-batched-tokens, passed to all
-
-std::string Slurp(const fs::path& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
 
 // Runs `kvserve ARGS`; returns stdout only (stderr dropped), exit code in `exit_code`.
 std::string RunTool(const std::string& args, int& exit_code) {
@@ -93,93 +79,20 @@ ServeKv ParseServeLog(const std::string& log) {
   return kv;
 }
 
-// True when GET /health on 127.0.0.1:port answers 200: the server's accept loop is running.
-bool Healthy(int port) {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return false;
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  timeval timeout{2, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) {
-    const std::string request = "GET /health HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-    if (send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size())) {
-      char buffer[256];
-      const ssize_t n = recv(fd, buffer, sizeof(buffer), 0);
-      if (n > 0) response.assign(buffer, static_cast<size_t>(n));
-    }
-  }
-  close(fd);
-  return response.rfind("HTTP/1.", 0) == 0 && response.find(" 200") != std::string::npos;
-}
-
-// SIGTERM, then SIGKILL when it has not exited within timeout_s.
-void StopProcess(pid_t pid, double timeout_s) {
-  kill(pid, SIGTERM);
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  int status = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (waitpid(pid, &status, WNOHANG) == pid) return;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  kill(pid, SIGKILL);
-  waitpid(pid, &status, 0);
-}
-
-// Starts `kvserve serve MODEL --port 0 --kv-cache-memory BUDGET`, waits (up to timeout_s) for
-// it to print its address and answer /health (so SIGTERM reaches a running accept loop),
-// stops it, and returns its log; "" (with a failure) when it exits early or never gets there.
-std::string ServeStartupLog(const std::string& model, uint64_t budget, const fs::path& log_path,
-                            double timeout_s = 120) {
-  std::vector<std::string> args = {kBinary,
-                                   "serve",
-                                   model,
-                                   "--host",
-                                   "127.0.0.1",
-                                   "--port",
-                                   "0",
-                                   "--kv-cache-memory",
-                                   std::to_string(budget),
-                                   "--max-num-batched-tokens",
-                                   std::to_string(kChunkTokens),
-                                   "--threads",
-                                   "1"};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(fd, 1);
-    dup2(fd, 2);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    execv(kBinary.c_str(), argv.data());
-    _exit(127);
-  }
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
-  bool serving = false;
-  int status = 0;
-  bool exited = false;
-  const std::regex address(R"(kvserve: serving .* on http://127\.0\.0\.1:(\d+) )");
-  while (std::chrono::steady_clock::now() < deadline) {
-    const std::string log = Slurp(log_path);
-    std::smatch m;
-    if (std::regex_search(log, m, address) && Healthy(std::stoi(m[1]))) {
-      serving = true;
-      break;
-    }
-    if (waitpid(pid, &status, WNOHANG) == pid) {
-      exited = true;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  if (!exited) StopProcess(pid, 30);
-  const std::string log = Slurp(log_path);
-  EXPECT_TRUE(serving) << "kvserve serve " << model << " did not start:\n" << log;
-  return serving ? log : "";
+// Starts `kvserve serve MODEL --kv-cache-memory-bytes BUDGET` (tests/server/server_process.h:
+// a free loopback port, waits for /health so SIGTERM reaches a running accept loop), stops
+// it, and returns its log; "" (with a failure) when it never got there.
+std::string ServeStartupLog(const std::string& model, uint64_t budget, double timeout_s = 120) {
+  server::testing::ServerProcess server;
+  const bool started = server.Start(model,
+                                    {"--kv-cache-memory-bytes", std::to_string(budget),
+                                     "--max-num-batched-tokens", std::to_string(kChunkTokens),
+                                     "--threads", "1"},
+                                    timeout_s);
+  EXPECT_TRUE(started) << "kvserve serve " << model << " did not start: " << server.error();
+  if (!started) return "";
+  server.Stop(30);
+  return server.Log();
 }
 
 class CapacityServeTest : public ::testing::Test {
@@ -214,10 +127,7 @@ class CapacityServeTest : public ::testing::Test {
   // The three-way check for one model and budget.
   void ExpectServePlanInspectAgree(const std::string& model, uint64_t budget) {
     SCOPED_TRACE(model + " budget " + std::to_string(budget));
-    // A fresh name per run: the child truncates its log only after fork returns, so a reused
-    // name could show the previous server's lines.
-    const fs::path log_path = *dir_ / ("serve-" + std::to_string(++num_runs_) + ".log");
-    const std::string log = ServeStartupLog(model, budget, log_path);
+    const std::string log = ServeStartupLog(model, budget);
     if (log.empty()) return;
     const ServeKv serve = ParseServeLog(log);
     ASSERT_GT(serve.num_tokens, 0) << log;
@@ -259,11 +169,9 @@ class CapacityServeTest : public ::testing::Test {
   }
 
   static fs::path* dir_;
-  static int num_runs_;
 };
 
 fs::path* CapacityServeTest::dir_ = nullptr;
-int CapacityServeTest::num_runs_ = 0;
 
 TEST_F(CapacityServeTest, Stories260K) {
   const std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
