@@ -1,8 +1,10 @@
 // `kvserve bench throughput MODEL --num-prompts N --input-len I --output-len O [knobs]`:
 // offline throughput like `vllm bench throughput`. Runs the engine in-process on random
 // token prompts (fixed seed), every request ignoring EOS and generating exactly O tokens;
-// prints requests/s, total tokens/s and output tokens/s, plus exact TTFT / inter-token
-// latency percentiles and the engine's metrics. A progress bar goes to stderr.
+// prints requests/s, total tokens/s and output tokens/s, exact TTFT / inter-token latency
+// percentiles, the aggregate decode rate (tokens / wall time of the steps that computed no
+// prompt token: batched decode alone, without the prefill of arriving requests) and the
+// engine's metrics. A progress bar goes to stderr.
 // --request-rate R spreads arrivals (request i at i / R seconds) for latency measurements
 // under a mixed load; --shared-prefix-len P gives every prompt the same first P tokens.
 #include <fmt/format.h>
@@ -41,6 +43,13 @@ struct BenchFlags {
 struct Timing {
   double arrival = 0;
   std::vector<double> token_times;  // seconds since start
+};
+
+// Steps that computed no prompt token (pure batched decode): their wall time and tokens.
+struct DecodeSteps {
+  int64_t steps = 0;
+  int64_t tokens = 0;
+  double seconds = 0;
 };
 
 double Percentile(std::vector<double> values, double q) {
@@ -83,7 +92,7 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
 
 // Adds requests as they arrive, steps until everything finished; fills `timings`.
 Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, double rate,
-             std::vector<Timing>& timings, double& elapsed) {
+             std::vector<Timing>& timings, double& elapsed, DecodeSteps& decode) {
   const Clock::time_point start = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
   std::unordered_map<engine::RequestId, size_t> index;
@@ -101,7 +110,15 @@ Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, d
       std::this_thread::sleep_for(std::chrono::duration<double>(next / rate - now()));
       continue;
     }
-    for (const engine::RequestOutput& out : eng.Step()) {
+    const int64_t prompt_before = eng.Metrics().num_prompt_tokens;
+    const double step_start = now();
+    const std::vector<engine::RequestOutput> outputs = eng.Step();
+    if (eng.Metrics().num_prompt_tokens == prompt_before) {
+      ++decode.steps;
+      decode.seconds += now() - step_start;
+      for (const engine::RequestOutput& out : outputs) decode.tokens += out.token ? 1 : 0;
+    }
+    for (const engine::RequestOutput& out : outputs) {
       Timing& t = timings[index.at(out.id)];
       if (out.token) t.token_times.push_back(now());
       if (out.finish) {
@@ -129,8 +146,9 @@ Status RunThroughput(BenchFlags f) {
                       engine::Engine::LoadLlama(f.model, f.config));
   std::vector<Timing> timings;
   double elapsed = 0;
+  DecodeSteps decode;
   KV_RETURN_IF_ERROR(Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings,
-                           elapsed));
+                           elapsed, decode));
   std::vector<double> ttft, itl, tpot;
   for (const Timing& t : timings) {
     ttft.push_back(t.token_times.front() - t.arrival);
@@ -155,6 +173,12 @@ Status RunThroughput(BenchFlags f) {
              ms(ttft.front()), ms(ttft.back()));
   fmt::print("Inter-token latency ms: p50 {:.2f} p99 {:.2f}; time per output token ms: p50 {:.2f}\n",
              ms(Percentile(itl, 0.5)), ms(Percentile(itl, 0.99)), ms(Percentile(tpot, 0.5)));
+  if (decode.steps > 0) {
+    fmt::print("Decode-only steps: {} steps, {} tokens, {:.2f} tokens/s ({:.1f} sequences and "
+               "{:.2f} ms per step)\n",
+               decode.steps, decode.tokens, decode.tokens / decode.seconds,
+               static_cast<double>(decode.tokens) / decode.steps, ms(decode.seconds / decode.steps));
+  }
   for (const std::string& line : eng->Metrics().Format()) fmt::print("  {}\n", line);
   return Status::Ok();
 }

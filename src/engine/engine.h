@@ -65,7 +65,7 @@ struct EngineRequest {
 
 struct TokenOutput {
   int32_t token = 0;
-  float logprob = 0.0f;  // of the raw model distribution
+  float logprob = 0.0f;  // of the raw model distribution; 0 unless params.logprobs is set
   std::vector<sampling::TokenLogprob> top_logprobs;  // params.logprobs of them, most likely first
 };
 

@@ -1,6 +1,7 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -35,22 +36,40 @@ uint32_t DescendingKey(float logit) {
 }
 
 // Sorts finite candidates by MoreLikely. `c` arrives in increasing token order, so a stable
-// LSD radix sort on the logit key alone (4 passes of 8 bits) breaks ties by token id exactly
-// as MoreLikely does; MoreLikely is a strict total order, so the result equals std::sort's.
-void SortMoreLikely(std::vector<Candidate>& c, std::vector<Candidate>& buffer) {
+// LSD radix sort on the logit key alone breaks ties by token id exactly as MoreLikely does;
+// MoreLikely is a strict total order, so the result equals std::sort's. The sort moves 8-byte
+// (key << 32 | token) words, 11 + 11 + 10 key bits per pass, with the three histograms from
+// one pass; a pass whose digit is the same for every key (common for the top bits) is
+// skipped. note: every candidate's logit is logits[token].
+void SortMoreLikely(std::span<const float> logits, std::vector<Candidate>& c,
+                    std::vector<uint64_t>& keys, std::vector<uint64_t>& buffer) {
   if (c.size() < 512 || !std::is_sorted(c.begin(), c.end(), [](const auto& a, const auto& b) {
         return a.token < b.token;
       })) {
     std::sort(c.begin(), c.end(), MoreLikely);
     return;
   }
-  buffer.resize(c.size());
-  for (int shift = 0; shift < 32; shift += 8) {
-    size_t count[257] = {};
-    for (const Candidate& x : c) ++count[((DescendingKey(x.logit) >> shift) & 0xFF) + 1];
-    for (int b = 0; b < 256; ++b) count[b + 1] += count[b];
-    for (const Candidate& x : c) buffer[count[(DescendingKey(x.logit) >> shift) & 0xFF]++] = x;
-    c.swap(buffer);
+  const size_t n = c.size();
+  keys.resize(n);
+  buffer.resize(n);
+  constexpr int kShift[3] = {32, 43, 54};
+  constexpr uint32_t kMask[3] = {0x7FF, 0x7FF, 0x3FF};
+  std::array<std::array<uint32_t, 2049>, 3> count{};
+  for (size_t i = 0; i < n; ++i) {
+    const uint64_t k = (static_cast<uint64_t>(DescendingKey(c[i].logit)) << 32) |
+                       static_cast<uint32_t>(c[i].token);
+    keys[i] = k;
+    for (int p = 0; p < 3; ++p) ++count[p][((k >> kShift[p]) & kMask[p]) + 1];
+  }
+  for (int p = 0; p < 3; ++p) {
+    if (count[p][((keys[0] >> kShift[p]) & kMask[p]) + 1] == n) continue;  // one digit
+    for (uint32_t b = 0; b < kMask[p] + 1; ++b) count[p][b + 1] += count[p][b];
+    for (uint64_t k : keys) buffer[count[p][(k >> kShift[p]) & kMask[p]]++] = k;
+    keys.swap(buffer);
+  }
+  for (size_t i = 0; i < n; ++i) {
+    const auto token = static_cast<int32_t>(keys[i] & 0xFFFFFFFFu);
+    c[i] = {token, logits[token], 0.0};
   }
 }
 
@@ -136,7 +155,7 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
                      MoreLikely);
     candidates_.resize(k);
   }
-  SortMoreLikely(candidates_, sort_buffer_);
+  SortMoreLikely(logits_, candidates_, sort_keys_, sort_buffer_);
   Normalise(candidates_.size());
   if (params.top_p < 1.0f) {
     // Keep tokens while the mass before them is below top_p. Example: probs 0.5 0.3 0.2,
@@ -204,7 +223,9 @@ SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams
       }
     }
   }
-  FillLogprobs(logits, params, result);
+  // Logprobs cost a pass of exp over the vocabulary: only when asked for (vLLM: logprobs None
+  // computes none).
+  if (params.logprobs) FillLogprobs(logits, params, result);
   return result;
 }
 

@@ -34,7 +34,9 @@ struct TokenLogprob {
 
 struct SampleResult {
   int32_t token = 0;
-  float logprob = 0.0f;  // the chosen token's, of the raw model distribution
+  // The chosen token's, of the raw model distribution; 0 when params.logprobs is nullopt
+  // (not computed).
+  float logprob = 0.0f;
   // The params.logprobs most likely tokens of the raw distribution, most likely first (ties by
   // token id); empty when logprobs is nullopt or 0.
   std::vector<TokenLogprob> top_logprobs;
@@ -85,7 +87,8 @@ class Sampler {
   std::vector<int32_t> touched_;       // ids whose token_counts_ / seen_ entries are set
   std::vector<Candidate> candidates_;  // (<= vocab_size) the surviving tokens, sorted
   std::vector<int32_t> order_;         // (vocab_size) token ids, for the top-logprob selection
-  std::vector<Candidate> sort_buffer_;  // (<= vocab_size) the radix sort's second buffer
+  std::vector<uint64_t> sort_keys_;    // (<= vocab_size) the radix sort's (key, token) words
+  std::vector<uint64_t> sort_buffer_;  // and its second buffer
 };
 
 }  // namespace kvserve::sampling

@@ -69,5 +69,34 @@ TEST(KvDequantTest, RandomRowsOfEveryDType) {
   }
 }
 
+// DequantizeKvSlices over several rows equals the same values of whole-row dequantization, for
+// slices aligned to blocks and slices that straddle them (head_dim 8 inside 32-value blocks).
+TEST(KvDequantTest, SlicesOfSeveralRowsEqualWholeRows) {
+  std::mt19937 rng(7);
+  constexpr int64_t kN = 128;
+  constexpr int kRows = 5;
+  for (tensor::DType t :
+       {tensor::DType::kF32, tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0,
+        tensor::DType::kQ4_0, tensor::DType::kFP8_E4M3_E8M0_32, tensor::DType::kFP4_E2M1_E4M3_16}) {
+    std::vector<std::vector<uint8_t>> rows(kRows, std::vector<uint8_t>(tensor::RowBytes(t, kN)));
+    std::vector<const std::byte*> ptrs;
+    for (auto& row : rows) {
+      for (uint8_t& byte : row) byte = static_cast<uint8_t>(rng());
+      ptrs.push_back(reinterpret_cast<const std::byte*>(row.data()));
+    }
+    for (auto [first, count] : {std::pair<int64_t, int64_t>{0, 32}, {64, 64}, {40, 8}, {8, 48}}) {
+      constexpr int64_t kStride = 80;
+      std::vector<float> got(kRows * kStride), staging(count + 64);
+      DequantizeKvSlices(t, ptrs.data(), kRows, first, count, got.data(), kStride, staging.data());
+      for (int r = 0; r < kRows; ++r) {
+        std::vector<float> want(kN);
+        tensor::DequantizeRow(t, rows[r].data(), want.data(), kN);
+        ASSERT_EQ(std::memcmp(want.data() + first, got.data() + r * kStride, 4 * count), 0)
+            << tensor::DTypeName(t) << " row " << r << " slice " << first << "+" << count;
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvserve::kernels

@@ -4,10 +4,13 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <iterator>
 #include <random>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_portable.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -36,6 +39,30 @@ TEST(QuantizeActivationTest, MatchesStdRoundIncludingTies) {
         const float want = std::clamp(std::round(x[32 * b + i] * inv), -127.0f, 127.0f);
         ASSERT_EQ(q[32 * b + i], static_cast<int8_t>(want)) << "trial " << trial << " value " << i;
       }
+    }
+  }
+}
+
+// The dispatched (SIMD) quantization equals the portable one on special values: NaN, +-inf,
+// huge and subnormal magnitudes, signed zeros, exact ties, an all-zero block.
+TEST(QuantizeActivationTest, SimdEqualsPortableOnSpecialValues) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 3e38f, -3e38f,
+                            1e-40f, -1e-40f, 0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -2.5f, 126.5f};
+  for (int trial = 0; trial < 500; ++trial) {
+    std::vector<float> x(128);
+    for (float& v : x) v = normal(rng) * (trial % 3 == 0 ? 1e-30f : 1.0f);
+    if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 32, 0.0f);
+    for (int i = 0; i < 1 + trial % 6; ++i) x[rng() % x.size()] = specials[rng() % std::size(specials)];
+    if (trial % 2 == 0) x[32] = 127.0f;  // scale 1 in block 1: the +-0.5 specials are ties
+    std::vector<int8_t> q(128), want_q(128);
+    std::vector<float> d(4), want_d(4);
+    QuantizeActivationRow(x.data(), 128, q.data(), d.data());
+    internal::QuantizeActivationRowPortable(x.data(), 128, want_q.data(), want_d.data());
+    ASSERT_EQ(q, want_q) << "trial " << trial;
+    for (int b = 0; b < 4; ++b) {
+      ASSERT_EQ(std::memcmp(&d[b], &want_d[b], 4), 0) << "trial " << trial << " block " << b;
     }
   }
 }

@@ -1,4 +1,6 @@
+#include <algorithm>
 #include <cmath>
+#include <random>
 #include <limits>
 #include <map>
 #include <set>
@@ -224,10 +226,46 @@ TEST(SamplerTest, RawLogprobs) {
   EXPECT_NEAR(r.top_logprobs[2].logprob, std::log(0.1), 1e-6);
   p.logprobs = 0;
   EXPECT_TRUE(sampler.Sample(logits, p, {}, 0).top_logprobs.empty());
-  p.logprobs.reset();
   p.temperature = 0.3f;  // temperature does not change reported logprobs either
   SampleResult s = sampler.Sample(logits, p, {}, 9);
   EXPECT_NEAR(s.logprob, std::log(s.token == 1 || s.token == 2 ? 0.4 : 0.1), 1e-6);
+  p.logprobs.reset();  // not asked for: not computed (a pass of exp over the vocabulary saved)
+  SampleResult none = sampler.Sample(logits, p, {}, 9);
+  EXPECT_EQ(none.token, s.token);
+  EXPECT_EQ(none.logprob, 0.0f);
+  EXPECT_TRUE(none.top_logprobs.empty());
+}
+
+// The vocabulary-sized sort (radix, with skipped passes) orders exactly as std::sort by
+// (logit descending, token ascending): a 32000-token vocabulary with many ties, +0 / -0,
+// -inf and NaN (dropped), and logits in a narrow range (top digits all equal) or a wide one.
+TEST(SamplerTest, LargeVocabularyOrderEqualsComparisonSort) {
+  constexpr int32_t kVocab = 32000;
+  Sampler sampler(kVocab);
+  std::mt19937 rng(5);
+  for (int trial = 0; trial < 6; ++trial) {
+    std::vector<float> logits(kVocab);
+    std::normal_distribution<float> normal(0.0f, trial % 2 ? 30.0f : 0.01f);
+    for (float& l : logits) l = normal(rng);
+    for (int i = 0; i < 2000; ++i) logits[rng() % kVocab] = logits[rng() % kVocab];  // ties
+    logits[rng() % kVocab] = 0.0f;
+    logits[rng() % kVocab] = -0.0f;
+    logits[rng() % kVocab] = -kInf;
+    logits[rng() % kVocab] = std::nanf("");
+    std::vector<std::pair<float, int32_t>> want;
+    for (int32_t t = 0; t < kVocab; ++t) {
+      if (std::isfinite(logits[t])) want.push_back({logits[t], t});
+    }
+    std::sort(want.begin(), want.end(), [](const auto& a, const auto& b) {
+      return a.first > b.first || (a.first == b.first && a.second < b.second);
+    });
+    std::span<const Candidate> dist = sampler.Distribution(logits, Params(1.0f), {});
+    ASSERT_EQ(dist.size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(dist[i].token, want[i].second) << "trial " << trial << " rank " << i;
+      ASSERT_EQ(dist[i].logit, want[i].first);
+    }
+  }
 }
 
 TEST(RngTest, UniformIsPureAndInRange) {

@@ -73,17 +73,19 @@ class AttentionScratch {
     float* keys;
     float* values;
     float* staging;
+    float* rows;  // unpadded key slices when head_dim is not a multiple of 16
     float* queries;
     float* acc;
     float* max;
     float* sum;
   };
-  // One work item: rows [first, first + count) of seqs[seq], kv head kv_head.
+  // One work item: rows [first, first + count) of seqs[seq], kv heads [kv_head, + kv_heads).
   struct Item {
     int32_t seq = 0;
     int32_t first = 0;
     int32_t count = 0;
     int32_t kv_head = 0;
+    int32_t kv_heads = 1;
   };
 
   AttentionScratch(const AttentionShape& shape, int32_t max_context_tokens, int num_threads);
@@ -99,7 +101,8 @@ class AttentionScratch {
   int num_threads_;
   int padded_head_dim_;
   int64_t floats_per_thread_;
-  int64_t offsets_[7];
+  static constexpr int kBuffers = 8;
+  int64_t offsets_[kBuffers];
   std::vector<float> buffer_;  // num_threads x floats_per_thread_, zero-initialized
   std::vector<Item> items_;    // capacity grows to the largest step, then stays
 };

@@ -21,7 +21,7 @@ namespace {
 // times 2^-112 (normals and subnormals alike, exactly), so one multiply by 2^112 rescales;
 // exponent 31 (inf / NaN) is rebuilt with the f32 all-ones exponent, payload kept.
 // Example: 0x3C00 (1.0) -> bits 0x07800000 = 2^-112 -> times 2^112 = 1.0.
-KVSERVE_DEQUANT_CLONES void F16Row(const uint8_t* src, float* dst, int64_t n) {
+inline __attribute__((always_inline)) void F16ToF32(const uint8_t* src, float* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     uint16_t h;
     std::memcpy(&h, src + 2 * i, 2);
@@ -30,6 +30,19 @@ KVSERVE_DEQUANT_CLONES void F16Row(const uint8_t* src, float* dst, int64_t n) {
     const uint32_t scaled = std::bit_cast<uint32_t>(std::bit_cast<float>(em) * 0x1p112f);
     const uint32_t u = em >= 0x0F800000u ? (em | 0x7F800000u) : scaled;  // a select: vectorises
     dst[i] = std::bit_cast<float>(u | sign);
+  }
+}
+
+KVSERVE_DEQUANT_CLONES void F16Row(const uint8_t* src, float* dst, int64_t n) {
+  F16ToF32(src, dst, n);
+}
+
+// Elements [first, first + count) of n F16 rows: one call for a whole chunk of keys, so the
+// per-row cost is the conversion alone (a call per 64-value head slice cost more than it).
+KVSERVE_DEQUANT_CLONES void F16Slices(const std::byte* const* rows, int n, int64_t first,
+                                      int64_t count, float* dst, int64_t dst_stride) {
+  for (int i = 0; i < n; ++i) {
+    F16ToF32(reinterpret_cast<const uint8_t*>(rows[i]) + 2 * first, dst + i * dst_stride, count);
   }
 }
 
@@ -80,6 +93,25 @@ void DequantizeKvRow(tensor::DType t, const void* src, float* dst, int64_t n) {
     case tensor::DType::kQ8_0: return Q8_0Row(y, dst, n);
     case tensor::DType::kFP8_E4M3_E8M0_32: return Fp8Row(y, dst, n);
     default: return tensor::DequantizeRow(t, src, dst, n);
+  }
+}
+
+void DequantizeKvSlices(tensor::DType t, const std::byte* const* rows, int n, int64_t first,
+                        int64_t count, float* dst, int64_t dst_stride, float* staging) {
+  if (t == tensor::DType::kF16) return F16Slices(rows, n, first, count, dst, dst_stride);
+  const int64_t block_elems = tensor::BlockElems(t);
+  const int64_t block_lo = first / block_elems;
+  const int64_t block_hi = (first + count + block_elems - 1) / block_elems;
+  const int64_t offset = block_lo * tensor::BlockBytes(t);
+  const bool aligned = first % block_elems == 0 && count % block_elems == 0;
+  for (int i = 0; i < n; ++i) {
+    float* out = dst + i * dst_stride;
+    if (aligned) {
+      DequantizeKvRow(t, rows[i] + offset, out, count);
+    } else {
+      DequantizeKvRow(t, rows[i] + offset, staging, (block_hi - block_lo) * block_elems);
+      std::memcpy(out, staging + (first - block_lo * block_elems), sizeof(float) * count);
+    }
   }
 }
 

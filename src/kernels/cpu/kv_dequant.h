@@ -7,6 +7,7 @@
 // Thread safety: stateless (the FP8 table is built once, thread-safely, on first use).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 
 #include "tensor/dtype.h"
@@ -16,5 +17,13 @@ namespace kvserve::kernels {
 // Reads RowBytes(t, n) bytes from src and writes n floats to dst, bit-identical to
 // tensor::DequantizeRow(t, src, dst, n). note: n is a multiple of BlockElems(t) (DCHECKed).
 void DequantizeKvRow(tensor::DType t, const void* src, float* dst, int64_t n);
+
+// Values [first, first + count) of each stored row rows[i] (i < n) into dst + i * dst_stride,
+// bit-identical to those values of DequantizeKvRow over the whole row. Quantized blocks may
+// straddle the slice: whole blocks are dequantized into `staging` (count + 2 * 32 floats) and
+// the slice copied. Example: head_dim 8, Q8_0 (32 values in 34 B), first 40: block 1 (values
+// 32..63) is dequantized from byte 34, and the slice is staging[8..16).
+void DequantizeKvSlices(tensor::DType t, const std::byte* const* rows, int n, int64_t first,
+                        int64_t count, float* dst, int64_t dst_stride, float* staging);
 
 }  // namespace kvserve::kernels

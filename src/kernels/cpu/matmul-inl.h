@@ -45,6 +45,15 @@ void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const f
 }
 #undef KVSERVE_MATMUL_SIMD
 
+// QuantizeActivationRow (matmul.h) for this target.
+void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* d) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  for (int64_t b = 0; b < cols / 32; ++b) X86QuantizeBlock(x + 32 * b, q + 32 * b, d + b);
+#else
+  internal::QuantizeActivationRowPortable(x, cols, q, d);
+#endif
+}
+
 const char* MatMulTarget() {
   return hwy::TargetName(HWY_TARGET);
 }

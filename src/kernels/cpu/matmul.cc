@@ -21,6 +21,7 @@ namespace kvserve::kernels {
 
 HWY_EXPORT(MatMulRows);
 HWY_EXPORT(MatMulTarget);
+HWY_EXPORT(QuantizeRow);
 
 namespace {
 
@@ -66,7 +67,9 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
   CHECK_GE(max_cols, 1);
 }
 
-void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
+namespace internal {
+
+void QuantizeActivationRowPortable(const float* x, int64_t cols, int8_t* q, float* d) {
   CHECK_EQ(cols % 32, 0);
   for (int64_t b = 0; b < cols / 32; ++b) {
     const float* xb = x + 32 * b;
@@ -83,6 +86,13 @@ void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
     d[b] = scale;
     for (int i = 0; i < 32; ++i) q[32 * b + i] = static_cast<int8_t>(RoundHalfAwayClamp127(xb[i] * inv));
   }
+}
+
+}  // namespace internal
+
+void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
+  CHECK_EQ(cols % 32, 0);
+  HWY_DYNAMIC_DISPATCH(QuantizeRow)(x, cols, q, d);
 }
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
@@ -121,7 +131,7 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) 
   std::vector<int8_t> qx(static_cast<size_t>(n * w.cols));
   std::vector<float> dx(static_cast<size_t>(n * (w.cols / 32)));
   for (int64_t t = 0; t < n; ++t) {
-    QuantizeActivationRow(x + t * w.cols, w.cols, qx.data() + t * w.cols,
+    internal::QuantizeActivationRowPortable(x + t * w.cols, w.cols, qx.data() + t * w.cols,
                           dx.data() + t * (w.cols / 32));
   }
   internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);

@@ -24,4 +24,7 @@ float ReduceVirtualLanes(const float (&lanes)[kVirtualLanes]);
 void PortableRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
                   int64_t n, float* y, int64_t row_begin, int64_t row_end);
 
+// QuantizeActivationRow in portable scalar code (the non-AVX-512 targets use it).
+void QuantizeActivationRowPortable(const float* x, int64_t cols, int8_t* q, float* d);
+
 }  // namespace kvserve::kernels::internal

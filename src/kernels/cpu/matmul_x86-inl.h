@@ -7,6 +7,7 @@ using VF = __m256;
 inline constexpr int kLanes = 8;
 inline constexpr int kRowTile = 2;
 inline constexpr int kFloatTokenTile = 3;
+inline constexpr int kQuantRowTile = 2;
 inline constexpr int kQuantTokenTile = 2;
 HWY_INLINE VF Zero() {
   return _mm256_setzero_ps();
@@ -29,6 +30,7 @@ using VF = __m512;
 inline constexpr int kLanes = 16;
 inline constexpr int kRowTile = 4;
 inline constexpr int kFloatTokenTile = 4;
+inline constexpr int kQuantRowTile = 4;
 inline constexpr int kQuantTokenTile = 4;
 HWY_INLINE VF Zero() {
   return _mm512_setzero_ps();
@@ -157,6 +159,44 @@ inline constexpr int64_t kBlockBytes = kType == tensor::DType::kQ8_0 ? 34 : 18;
 
 #include "kernels/cpu/matmul_x86_quant-inl.h"
 
+#if HWY_TARGET != HWY_AVX2
+// One block of 32 activations quantized as internal::QuantizeActivationRowPortable does, with
+// the same operations in 16 lanes. NaN: max_ps returns its second operand when either is NaN,
+// so max(|x|, acc) skips a NaN as std::max(acc, |x|) does; a NaN product is zeroed by the
+// ordered mask before rounding. Truncation (roundscale toward zero), the exact |c - t| and
+// the half-away step match the scalar t + away; both then convert exactly to int8.
+HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 v0 = _mm512_loadu_ps(x);
+  const __m512 v1 = _mm512_loadu_ps(x + 16);
+  __m512 m = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps());
+  m = _mm512_max_ps(_mm512_and_ps(v1, abs_mask), m);
+  const float amax = _mm512_reduce_max_ps(m);
+  const float scale = amax / 127.0f;
+  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
+  *d = scale;
+  const __m512 vinv = _mm512_set1_ps(inv);
+  const __m512 lo = _mm512_set1_ps(-127.0f);
+  const __m512 hi = _mm512_set1_ps(127.0f);
+  const __m512 half = _mm512_set1_ps(0.5f);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 minus_one = _mm512_set1_ps(-1.0f);
+  for (int h = 0; h < 2; ++h) {
+    const __m512 v = _mm512_mul_ps(h == 0 ? v0 : v1, vinv);
+    const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+    const __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(v, lo), hi));
+    const __m512 t = _mm512_roundscale_ps(c, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+    const __m512 frac = _mm512_and_ps(_mm512_sub_ps(c, t), abs_mask);
+    const __mmask16 away = _mm512_cmp_ps_mask(frac, half, _CMP_GE_OQ);
+    const __mmask16 negative = _mm512_cmp_ps_mask(c, _mm512_setzero_ps(), _CMP_LT_OQ);
+    const __m512 step = _mm512_mask_mov_ps(one, negative, minus_one);
+    const __m512 r = _mm512_mask_add_ps(t, away, t, step);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h),
+                     _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
+  }
+}
+#endif
+
 // Calls Tile<kType, R, t_count> for t_count in 1..kMaxT.
 template <tensor::DType kType, int R, int kMaxT, int T = kMaxT>
 HWY_INLINE void FloatTileT(int t_count, const uint8_t* w, int64_t w_stride, int64_t cols,
@@ -182,10 +222,11 @@ void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const fl
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
   constexpr bool kQuant = kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0;
   constexpr int kT = kQuant ? kQuantTokenTile : kFloatTokenTile;
+  constexpr int kR = kQuant ? kQuantRowTile : kRowTile;
   const int64_t w_stride = tensor::RowBytes(kType, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t r = row_begin; r < row_end;) {
-    const bool full_rows = r + kRowTile <= row_end;
+    const bool full_rows = r + kR <= row_end;
     for (int64_t t = t_begin; t < t_end; t += kT) {
       const int t_count = static_cast<int>(std::min<int64_t>(kT, t_end - t));
       for (int64_t rr = r; rr < (full_rows ? r + 1 : row_end); ++rr) {
@@ -195,19 +236,19 @@ void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const fl
           const int8_t* q = qx + t * w.cols;
           const float* d = dx + t * (w.cols / 32);
           if (full_rows)
-            QuantTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
+            QuantTileT<kType, kR, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
           else
             QuantTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
         } else {
           const float* xt = x + t * w.cols;
           if (full_rows)
-            FloatTileT<kType, kRowTile, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+            FloatTileT<kType, kR, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
           else
             FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
         }
       }
     }
-    r = full_rows ? r + kRowTile : row_end;
+    r = full_rows ? r + kR : row_end;
   }
 }
 
