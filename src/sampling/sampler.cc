@@ -18,58 +18,38 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // NaN sorts and sums as -inf.
 float Key(float logit) { return std::isnan(logit) ? kNegInf : logit; }
 
-// The fixed order of candidates: logit descending, ties by token id ascending.
-// A function object rather than a function pointer, so std::sort / nth_element inline the
-// comparison (sorting the whole vocabulary is the sampler's main cost).
-constexpr auto MoreLikely = [](const Candidate& a, const Candidate& b) {
-  return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
-};
-
+// The fixed order of candidates ("MoreLikely"): logit descending, ties by token id ascending.
+// It is the ascending order of the sort words below.
+//
 // Sort key of a finite logit: ascending key = descending logit. -0 and +0 get the same key
-// (MoreLikely treats them as equal). Example: 2.0f -> ~(0x40000000 | 0x80000000).
+// (equal logits). Example: 2.0f -> ~(0x40000000 | 0x80000000).
 uint32_t DescendingKey(float logit) {
   uint32_t u;
-  const float l = logit == 0.0f ? 0.0f : logit;
-  std::memcpy(&u, &l, 4);
-  const uint32_t ascending = (u & 0x80000000u) ? ~u : (u | 0x80000000u);
-  return ~ascending;
+  std::memcpy(&u, &logit, 4);
+  u = (u & 0x7FFFFFFFu) == 0 ? 0 : u;  // -0 -> +0
+  // Negative: flip every bit; positive: set the sign bit. Branch-free (signs are random).
+  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
+  return ~(u ^ flip);
 }
 
-// Sorts finite candidates by MoreLikely. `c` arrives in increasing token order, so a stable
-// LSD radix sort on the logit key alone breaks ties by token id exactly as MoreLikely does;
-// MoreLikely is a strict total order, so the result equals std::sort's. The sort moves 8-byte
-// (key << 32 | token) words, 11 + 11 + 10 key bits per pass, with the three histograms from
-// one pass; a pass whose digit is the same for every key (common for the top bits) is
-// skipped. note: every candidate's logit is logits[token].
-void SortMoreLikely(std::span<const float> logits, std::vector<Candidate>& c,
-                    std::vector<uint64_t>& keys, std::vector<uint64_t>& buffer) {
-  if (c.size() < 512 || !std::is_sorted(c.begin(), c.end(), [](const auto& a, const auto& b) {
-        return a.token < b.token;
-      })) {
-    std::sort(c.begin(), c.end(), MoreLikely);
-    return;
-  }
-  const size_t n = c.size();
-  keys.resize(n);
+// Sorts (DescendingKey(logit) << 32 | token) words ascending, which is MoreLikely's order: a
+// larger logit has a smaller key, equal logits (+0 and -0 included) tie on the key and then
+// order by token. `keys` arrives in increasing token order, so an LSD radix sort on the 32 key
+// bits alone is exact: 11 + 11 + 10 bits per pass, histograms in `count` (filled by the
+// caller while building the keys); a pass whose digit is the same for every word is skipped.
+constexpr int kDigitShift[3] = {32, 43, 54};
+constexpr uint32_t kDigitMask[3] = {0x7FF, 0x7FF, 0x3FF};
+using DigitCounts = std::array<std::array<uint32_t, 2049>, 3>;
+
+void RadixSortKeys(std::vector<uint64_t>& keys, std::vector<uint64_t>& buffer, DigitCounts& count) {
+  const size_t n = keys.size();
   buffer.resize(n);
-  constexpr int kShift[3] = {32, 43, 54};
-  constexpr uint32_t kMask[3] = {0x7FF, 0x7FF, 0x3FF};
-  std::array<std::array<uint32_t, 2049>, 3> count{};
-  for (size_t i = 0; i < n; ++i) {
-    const uint64_t k = (static_cast<uint64_t>(DescendingKey(c[i].logit)) << 32) |
-                       static_cast<uint32_t>(c[i].token);
-    keys[i] = k;
-    for (int p = 0; p < 3; ++p) ++count[p][((k >> kShift[p]) & kMask[p]) + 1];
-  }
   for (int p = 0; p < 3; ++p) {
-    if (count[p][((keys[0] >> kShift[p]) & kMask[p]) + 1] == n) continue;  // one digit
-    for (uint32_t b = 0; b < kMask[p] + 1; ++b) count[p][b + 1] += count[p][b];
-    for (uint64_t k : keys) buffer[count[p][(k >> kShift[p]) & kMask[p]]++] = k;
+    const uint32_t mask = kDigitMask[p];
+    if (count[p][((keys[0] >> kDigitShift[p]) & mask) + 1] == n) continue;  // one digit
+    for (uint32_t b = 0; b < mask + 1; ++b) count[p][b + 1] += count[p][b];
+    for (uint64_t k : keys) buffer[count[p][(k >> kDigitShift[p]) & mask]++] = k;
     keys.swap(buffer);
-  }
-  for (size_t i = 0; i < n; ++i) {
-    const auto token = static_cast<int32_t>(keys[i] & 0xFFFFFFFFu);
-    c[i] = {token, logits[token], 0.0};
   }
 }
 
@@ -97,6 +77,8 @@ Sampler::Sampler(int32_t vocab_size)
   CHECK_GT(vocab_size, 0);
   touched_.reserve(vocab_size);
   candidates_.reserve(vocab_size);
+  sort_keys_.reserve(vocab_size);
+  sort_buffer_.reserve(vocab_size);
 }
 
 void Sampler::ApplyPenalties(std::span<float> logits, const SamplingParams& params,
@@ -136,26 +118,43 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
   for (float l : logits_) {
     if (std::isfinite(l) && l > max_logit) max_logit = l;
   }
+  // The survivors as sort words (see RadixSortKeys), straight from logits_: the candidates
+  // are built once, in order, after the sort.
   // min-p keeps p_i >= min_p * p_max, i.e. exp(l_i - l_max) >= min_p.
   const bool use_min_p = params.min_p > 0.0f;
+  sort_keys_.clear();
+  // The radix histograms are only needed when every survivor is sorted (no top-k cut).
+  const bool full_sort = params.top_k <= 0 || params.top_k >= vocab_size_;
+  DigitCounts count{};
   for (int32_t i = 0; i < vocab_size_; ++i) {
     const float l = logits_[i];
     if (!std::isfinite(l)) continue;
     if (use_min_p && std::exp(static_cast<double>(l) - max_logit) < params.min_p) continue;
-    candidates_.push_back({i, l, 0.0});
+    const uint64_t k = (static_cast<uint64_t>(DescendingKey(l)) << 32) | static_cast<uint32_t>(i);
+    sort_keys_.push_back(k);
+    if (full_sort) {
+      for (int p = 0; p < 3; ++p) ++count[p][((k >> kDigitShift[p]) & kDigitMask[p]) + 1];
+    }
   }
-  if (candidates_.empty()) {  // nothing finite: fall back to the argmax (+inf or token 0)
+  if (sort_keys_.empty()) {  // nothing finite: fall back to the argmax (+inf or token 0)
     const int32_t t = Argmax(logits_);
     candidates_.push_back({t, logits_[t], 1.0});
     return;
   }
-  const size_t k = params.top_k > 0 ? static_cast<size_t>(params.top_k) : candidates_.size();
-  if (k < candidates_.size()) {
-    std::nth_element(candidates_.begin(), candidates_.begin() + k, candidates_.end(),
-                     MoreLikely);
-    candidates_.resize(k);
+  const size_t k = params.top_k > 0 ? static_cast<size_t>(params.top_k) : sort_keys_.size();
+  if (k < sort_keys_.size()) {
+    std::nth_element(sort_keys_.begin(), sort_keys_.begin() + k, sort_keys_.end());
+    sort_keys_.resize(k);
+    std::sort(sort_keys_.begin(), sort_keys_.end());
+  } else if (sort_keys_.size() < 512 || !full_sort) {
+    std::sort(sort_keys_.begin(), sort_keys_.end());
+  } else {
+    RadixSortKeys(sort_keys_, sort_buffer_, count);
   }
-  SortMoreLikely(logits_, candidates_, sort_keys_, sort_buffer_);
+  for (uint64_t key : sort_keys_) {
+    const auto token = static_cast<int32_t>(key & 0xFFFFFFFFu);
+    candidates_.push_back({token, logits_[token], 0.0});
+  }
   Normalise(candidates_.size());
   if (params.top_p < 1.0f) {
     // Keep tokens while the mass before them is below top_p. Example: probs 0.5 0.3 0.2,
@@ -183,7 +182,14 @@ void Sampler::Normalise(size_t count) {
     c.prob = std::exp(static_cast<double>(c.logit) - max_logit);
     sum += c.prob;
   }
-  for (Candidate& c : candidates_) c.prob /= sum;
+  // The draw's total (the probs summed in order) rides along: two independent chains in one
+  // pass instead of a second latency-bound pass in Sample.
+  double total = 0.0;
+  for (Candidate& c : candidates_) {
+    c.prob /= sum;
+    total += c.prob;
+  }
+  prob_total_ = total;
 }
 
 std::span<const Candidate> Sampler::Distribution(std::span<const float> logits,
@@ -211,9 +217,8 @@ SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams
   if (dist.size() > 1) {
     // Inverse CDF over the fixed candidate order: the first token whose cumulative prob
     // exceeds u * total. Example: probs 0.5 0.3 0.2, u = 0.6 -> cumulative 0.5, 0.8 -> 2nd.
-    double total = 0.0;
-    for (const Candidate& c : dist) total += c.prob;
-    const double target = UniformDouble(seed, history.NumTokens()) * total;
+    // prob_total_: the probs summed in candidate order, by the last Normalise.
+    const double target = UniformDouble(seed, history.NumTokens()) * prob_total_;
     double cumulative = 0.0;
     for (const Candidate& c : dist) {
       cumulative += c.prob;

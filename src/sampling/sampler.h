@@ -87,8 +87,9 @@ class Sampler {
   std::vector<int32_t> touched_;       // ids whose token_counts_ / seen_ entries are set
   std::vector<Candidate> candidates_;  // (<= vocab_size) the surviving tokens, sorted
   std::vector<int32_t> order_;         // (vocab_size) token ids, for the top-logprob selection
-  std::vector<uint64_t> sort_keys_;    // (<= vocab_size) the radix sort's (key, token) words
+  std::vector<uint64_t> sort_keys_;    // (<= vocab_size) the survivors' (key, token) sort words
   std::vector<uint64_t> sort_buffer_;  // and its second buffer
+  double prob_total_ = 0.0;            // sum of candidates_' probs in order (Normalise)
 };
 
 }  // namespace kvserve::sampling

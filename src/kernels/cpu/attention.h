@@ -17,9 +17,12 @@
 // thread count. Example: a query at position 37 (no window) runs chunks [0,16), [16,32),
 // [32,38); whether it is alone or in a tile with positions 32..47 changes nothing.
 //
-// Parallelism: work items are (sequence, kv head, tile of up to 32 consecutive query rows); the
-// tile reuses each dequantized K/V chunk for all its queries and all query heads of the group.
-// Threads claim items dynamically (the most expensive first), which balances causal prefill.
+// Parallelism: work items are (sequence, group of kv heads, tile of up to 32 consecutive query
+// rows); the tile reuses each dequantized K/V chunk for all its queries and all query heads of
+// its kv heads. An item takes as many kv heads as leaves about 4 items per thread: all of them
+// for a batch of decodes (each stored K/V row is then read as one contiguous slice), one for a
+// lone decode (so both threads work). Threads claim items dynamically (the most expensive
+// first), which balances causal prefill.
 #pragma once
 
 #include <cstdint>
@@ -56,12 +59,15 @@ struct AttentionSequence {
 
 // Working memory of PagedAttention, sized once for a shape, a context length and a thread
 // count; fits every KV dtype (blocks of at most 32 values). Owns, per thread t:
-//   keys:   (kKeyChunk, padded_head_dim) f32, one chunk of K rows of one kv head, dequantized
-//   values: (kKeyChunk, head_dim) f32, the same chunk of V rows
-//   staging: (head_dim + 2 * 32) f32, whole quantized blocks around a head's slice
-//   queries: (kQueryTile, group, padded_head_dim) f32, the work item's query rows, zero-padded
-//   acc:    (kQueryTile, group, head_dim) f32, unnormalized outputs
-//   max, sum: (kQueryTile, group) f32, online-softmax running max and denominator
+//   keys:   (kKeyChunk, kv_heads, padded_head_dim) f32, one chunk of K rows of the item's kv
+//           heads, dequantized
+//   values: (kKeyChunk, kv_heads, head_dim) f32, the same chunk of V rows
+//   staging: (kv_heads * head_dim + 2 * 32) f32, whole quantized blocks around a slice
+//   rows:   (kKeyChunk, kv_heads * head_dim) f32, unpadded K slices (only when head_dim is not
+//           a multiple of 16)
+//   queries: (kQueryTile, num_heads, padded_head_dim) f32, the item's query rows, zero-padded
+//   acc:    (kQueryTile, num_heads, head_dim) f32, unnormalized outputs
+//   max, sum: (kQueryTile, num_heads) f32, online-softmax running max and denominator
 // plus the step's list of work items. padded_head_dim = head_dim rounded up to 16; the padding
 // stays zero. Owned by the caller; not shared between concurrent calls.
 class AttentionScratch {

@@ -12,6 +12,7 @@
 
 #if HWY_ONCE
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 
 #include "core/check.h"
@@ -22,11 +23,14 @@ namespace kvserve::kernels {
 HWY_EXPORT(MatMulRows);
 HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
+HWY_EXPORT(PrepareActivationRow);
 
 namespace {
 
 // Rows per ParallelFor grain: a multiple of every target's row tile.
-constexpr size_t kRowGrain = 16;
+constexpr int64_t kRowGrain = 16;
+// Row chunks per thread for dynamic claiming.
+constexpr int64_t kChunksPerThread = 8;
 // Below this many tokens the calling thread quantizes the activations alone.
 constexpr int64_t kParallelQuantizeTokens = 8;
 
@@ -43,6 +47,7 @@ struct MatMulArgs {
   float* y;
   int8_t* qx;
   float* dx;
+  float* dxv;
 };
 
 // std::clamp(std::round(v), -127, 127) without the libm call, so the loop vectorizes: t is v
@@ -62,7 +67,8 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
     : max_tokens_(max_tokens),
       max_cols_(max_cols),
       qx_(static_cast<size_t>(max_tokens * max_cols)),
-      dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))) {
+      dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))),
+      dxv_(static_cast<size_t>(max_tokens * ((max_cols + 63) / 64) * 16)) {
   CHECK_GE(max_tokens, 1);
   CHECK_GE(max_cols, 1);
 }
@@ -101,12 +107,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   CHECK_LE(n, scratch.max_tokens());
   CHECK_LE(w.cols, scratch.max_cols());
   CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
-  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx()};
+  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.dxv()};
   if (IsQuantized(w.dtype)) {
     auto quantize = [a = &args](size_t begin, size_t end, int) {
       const int64_t cols = a->w->cols;
       for (size_t t = begin; t < end; ++t) {
-        QuantizeActivationRow(a->x + t * cols, cols, a->qx + t * cols, a->dx + t * (cols / 32));
+        HWY_DYNAMIC_DISPATCH(PrepareActivationRow)
+        (a->x + t * cols, cols, a->qx + t * cols, a->dx + t * (cols / 32),
+         a->dxv + t * ((cols + 63) / 64) * 16);
       }
     };
     if (n < kParallelQuantizeTokens) {
@@ -115,11 +123,20 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
       pool.ParallelFor(static_cast<size_t>(n), quantize);
     }
   }
-  const auto rows_fn = [a = &args](size_t begin, size_t end, int) {
-    HWY_DYNAMIC_DISPATCH(MatMulRows)
-    (*a->w, a->x, a->qx, a->dx, a->n, a->y, static_cast<int64_t>(begin), static_cast<int64_t>(end));
-  };
-  pool.ParallelFor(static_cast<size_t>(w.rows), rows_fn, kRowGrain);
+  // Rows are claimed in chunks (about 8 per thread) rather than split once: a thread that
+  // is descheduled or slower costs the others a chunk, not half the matrix. Every y[t, r] is
+  // computed the same way whichever thread claims its row.
+  const int64_t threads = pool.num_threads();
+  const int64_t chunk = std::max<int64_t>(
+      kRowGrain, (w.rows + threads * kChunksPerThread - 1) / (threads * kChunksPerThread) /
+                     kRowGrain * kRowGrain);
+  std::atomic<int64_t> next{0};
+  pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int) {
+    for (int64_t begin; (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < w.rows;) {
+      HWY_DYNAMIC_DISPATCH(MatMulRows)
+      (w, args.x, args.qx, args.dx, args.dxv, n, y, begin, std::min(begin + chunk, w.rows));
+    }
+  });
 }
 
 void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) {

@@ -47,9 +47,11 @@ struct WeightMatrix {
 };
 
 // Preallocated working memory for MatMul: the quantized activations for Q8_0/Q4_0 weights.
-// Owns two buffers sized once at construction:
+// Owns three buffers sized once at construction:
 //   qx_: (max_tokens, max_cols) int8, activation rows quantized to blocks of 32
 //   dx_: (max_tokens, max_cols / 32) f32, one scale per block
+//   dxv_: (max_tokens, ceil(max_cols / 64) * 16) f32, the scales of block pairs laid out as
+//     the AVX-512 VNNI kernel multiplies them ([d_2p x 8, d_2p+1 x 8]); unused elsewhere
 // Not thread-safe: one MatMul at a time per scratch.
 class MatMulScratch {
  public:
@@ -59,12 +61,14 @@ class MatMulScratch {
   int64_t max_cols() const { return max_cols_; }
   int8_t* qx() { return qx_.data(); }
   float* dx() { return dx_.data(); }
+  float* dxv() { return dxv_.data(); }
 
  private:
   int64_t max_tokens_;
   int64_t max_cols_;
   std::vector<int8_t> qx_;
   std::vector<float> dx_;
+  std::vector<float> dxv_;
 };
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < n, r < w.rows, by the scheme above.

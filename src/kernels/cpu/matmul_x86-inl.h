@@ -216,10 +216,10 @@ HWY_INLINE void QuantTileT(int t_count, const uint8_t* w, int64_t w_stride, int6
   }
 }
 
-// Rows [row_begin, row_end) x tokens [t_begin, t_end), tile by tile.
+// Rows [row_begin, row_end) x tokens [t_begin, t_end) in R x T tiles (single rows at the end).
 template <tensor::DType kType>
-void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, float* y,
-               int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
+void TileRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, float* y,
+              int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
   constexpr bool kQuant = kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0;
   constexpr int kT = kQuant ? kQuantTokenTile : kFloatTokenTile;
   constexpr int kR = kQuant ? kQuantRowTile : kRowTile;
@@ -252,6 +252,24 @@ void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const fl
   }
 }
 
+// Rows [row_begin, row_end) x tokens [t_begin, t_end): the VNNI tiles for quantized weights on
+// AVX3_DL, R x T tiles otherwise.
+template <tensor::DType kType>
+void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
+               const float* dxv, float* y, int64_t row_begin, int64_t row_end, int64_t t_begin,
+               int64_t t_end) {
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0) {
+    VnniRows<kType>(w, qx, dxv, y, row_begin, row_end, t_begin, t_end);
+  } else {
+    TileRows<kType>(w, x, qx, dx, y, row_begin, row_end, t_begin, t_end);
+  }
+#else
+  (void)dxv;
+  TileRows<kType>(w, x, qx, dx, y, row_begin, row_end, t_begin, t_end);
+#endif
+}
+
 // Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows.
 HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
   const bool quant = w.dtype == tensor::DType::kQ8_0 || w.dtype == tensor::DType::kQ4_0;
@@ -259,26 +277,26 @@ HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
   return std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token));
 }
 
-void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, int64_t n,
-             float* y, int64_t row_begin, int64_t row_end) {
+void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
+             const float* dxv, int64_t n, float* y, int64_t row_begin, int64_t row_end) {
   const int64_t chunk = ChunkTokens(w);
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t t1 = std::min(n, t0 + chunk);
     switch (w.dtype) {
       case tensor::DType::kF32:
-        TypedRows<tensor::DType::kF32>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        TypedRows<tensor::DType::kF32>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
         break;
       case tensor::DType::kF16:
-        TypedRows<tensor::DType::kF16>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        TypedRows<tensor::DType::kF16>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
         break;
       case tensor::DType::kBF16:
-        TypedRows<tensor::DType::kBF16>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        TypedRows<tensor::DType::kBF16>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
         break;
       case tensor::DType::kQ8_0:
-        TypedRows<tensor::DType::kQ8_0>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        TypedRows<tensor::DType::kQ8_0>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
         break;
       case tensor::DType::kQ4_0:
-        TypedRows<tensor::DType::kQ4_0>(w, x, qx, dx, y, row_begin, row_end, t0, t1);
+        TypedRows<tensor::DType::kQ4_0>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
         break;
       default: internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end); return;
     }
