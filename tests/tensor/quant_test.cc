@@ -31,6 +31,30 @@ std::vector<uint8_t> Bytes(std::vector<uint8_t> head, size_t size, uint8_t fill)
 
 // ---- scalar conversions ----
 
+// The vectorised F16 row (QuantizeRow) equals F32ToF16 value by value: a sweep of bit patterns
+// (both signs, every exponent) plus each boundary of the conversion and its neighbours.
+TEST(Scalar, F16RowEqualsScalarConversion) {
+  std::vector<uint32_t> bits;
+  for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 4099) bits.push_back(static_cast<uint32_t>(x));
+  for (uint32_t edge : {0x00000000u, 0x00000001u, 0x33000000u, 0x33800000u, 0x387FE000u,
+                        0x38800000u, 0x477FEFFFu, 0x477FF000u, 0x7F7FFFFFu, 0x7F800000u,
+                        0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu}) {
+    for (uint32_t d : {0u, 1u, 0x1000u, 0x0FFFu}) {
+      for (uint32_t sign : {0u, 0x80000000u}) {
+        bits.push_back((edge + d) | sign);
+        bits.push_back((edge - d) | sign);
+      }
+    }
+  }
+  std::vector<float> x;
+  for (uint32_t b : bits) x.push_back(std::bit_cast<float>(b));
+  const std::vector<uint8_t> row = Quantize(DType::kF16, x);
+  for (size_t i = 0; i < x.size(); ++i) {
+    const uint16_t got = static_cast<uint16_t>(row[2 * i] | (row[2 * i + 1] << 8));
+    ASSERT_EQ(got, F32ToF16(x[i])) << std::hex << "bits 0x" << bits[i];
+  }
+}
+
 TEST(Scalar, F16HandPicked) {
   EXPECT_EQ(F32ToF16(1.0f), 0x3C00);
   EXPECT_EQ(F32ToF16(-2.0f), 0xC000);

@@ -223,17 +223,13 @@ void VnniRowsRT(const WeightMatrix& w, const int8_t* qx, const float* dxv, float
   }
 }
 
-// Few tokens (decode of one or two sequences): 4 rows per tile, so four weight streams are in
-// flight (the step is bound by weight bandwidth). Many tokens: 2 rows x 8 tokens, which keeps
-// all 16 accumulators and the per-row operands in registers (4 x 4 spilled).
+// 4 x 4 tiles: four weight streams in flight for a lone decode (bound by weight bandwidth),
+// and for a batch the fastest shape measured (2 x 8, 3 x 6, 2 x 10 and 3 x 5 were 10-30% slower
+// at 16 tokens: docs/PERFORMANCE.md).
 template <tensor::DType kType>
 void VnniRows(const WeightMatrix& w, const int8_t* qx, const float* dxv, float* y,
               int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
-  if (t_end - t_begin < 4) {
-    VnniRowsRT<kType, 4, 3>(w, qx, dxv, y, row_begin, row_end, t_begin, t_end);
-  } else {
-    VnniRowsRT<kType, 2, 8>(w, qx, dxv, y, row_begin, row_end, t_begin, t_end);
-  }
+  VnniRowsRT<kType, 4, 4>(w, qx, dxv, y, row_begin, row_end, t_begin, t_end);
 }
 
 #undef KVSERVE_MATMUL_VNNI
