@@ -129,6 +129,30 @@ void LoadChunk(const tensor::PagedKvView& kv, int layer, const AttentionSequence
                      t.staging);
 }
 
+// Prefetches the K/V slices [first, first + count) of positions [lo, hi): issued for the next
+// chunk while the current one is computed, so its memory latency overlaps arithmetic (a
+// chunk's rows sit in a block of their own, where the hardware's streams restart).
+void PrefetchChunk(const tensor::PagedKvView& kv, int layer, const AttentionSequence& seq,
+                   int64_t first, int64_t count, int32_t lo, int32_t hi) {
+  const int64_t block_elems = tensor::BlockElems(kv.dtype);
+  const int64_t block_lo = first / block_elems;
+  const int64_t block_hi = (first + count + block_elems - 1) / block_elems;
+  const int64_t offset = block_lo * tensor::BlockBytes(kv.dtype);
+  const int64_t bytes = (block_hi - block_lo) * tensor::BlockBytes(kv.dtype);
+  for (int32_t j = lo; j < hi; ++j) {
+    const size_t entry = static_cast<size_t>(j / kv.block_size);
+    if (entry >= seq.block_table.size()) return;
+    const int32_t block = seq.block_table[entry];
+    const int slot = j % kv.block_size;
+    const auto* k = reinterpret_cast<const char*>(kv.KRow(layer, block, slot)) + offset;
+    const auto* v = reinterpret_cast<const char*>(kv.VRow(layer, block, slot)) + offset;
+    for (int64_t b = 0; b < bytes; b += 64) {
+      __builtin_prefetch(k + b);
+      __builtin_prefetch(v + b);
+    }
+  }
+}
+
 // One work item: every query head of kv heads [item.kv_head, + item.kv_heads) for item.count
 // consecutive rows of a sequence. Query (r, h, g) (row, kv head in the item, head in its
 // group) is at index (r * heads + h) * group + g.
@@ -162,6 +186,11 @@ void AttendItem(const AttentionShape& shape, const tensor::PagedKvView& kv, int 
     const int32_t chunk_end = std::min(c0 + kKeyChunk, last + 1);
     LoadChunk(kv, layer, seq, item.kv_head, heads, hd, padded_hd, c0, std::max(c0, first_key),
               chunk_end, t);
+    if (chunk_end <= last) {
+      PrefetchChunk(kv, layer, seq, static_cast<int64_t>(item.kv_head) * hd,
+                    static_cast<int64_t>(heads) * hd, chunk_end,
+                    std::min(chunk_end + kKeyChunk, last + 1));
+    }
     for (int r = 0; r < item.count; ++r) {
       const int32_t pos = pos0 + r;
       const int a = std::max(c0, WindowStart(shape, pos)) - c0;
