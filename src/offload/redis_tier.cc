@@ -175,6 +175,7 @@ bool RedisTier::Contains(const BlockKey& key) {
 
 size_t RedisTier::CountLeadingPresent(std::span<const BlockKey> keys) {
   if (keys.empty()) return 0;
+  counters_.lookups.fetch_add(static_cast<int64_t>(keys.size()), std::memory_order_relaxed);
   Result<Context> c = Acquire();
   if (!c.ok()) return 0;
   for (const BlockKey& key : keys) {

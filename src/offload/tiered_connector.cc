@@ -15,7 +15,11 @@ TieredKvConnector::TieredKvConnector(std::unique_ptr<OffloadManager> manager,
     manager_->WriteThrough(BlockKey{hash, group}, BlockBytes(group, block));
   });
   kv_->SetEvictionCallback([this](int group, kv::BlockId block, const kv::BlockHash& hash) {
-    manager_->StoreToCpu(BlockKey{hash, group}, BlockBytes(group, block));
+    // Stored to the CPU tier, or written through to the file tier / Redis when it was
+    // computed: present either way (a failed write only makes a later load come up short).
+    const BlockKey key{hash, group};
+    manager_->StoreToCpu(key, BlockBytes(group, block));
+    Remember(key, true, std::chrono::steady_clock::now());
   });
 }
 
@@ -31,7 +35,23 @@ std::span<const std::byte> TieredKvConnector::BlockBytes(int group, kv::BlockId 
 
 bool TieredKvConnector::Contains(int group, const kv::BlockHash& hash) {
   const BlockKey key{hash, group};
-  return manager_->CountAvailable(std::span<const BlockKey>(&key, 1)) == 1;
+  const auto now = std::chrono::steady_clock::now();
+  if (auto it = memo_.find(key); it != memo_.end() && now - it->second.at < kContainsMemo) {
+    return it->second.present;
+  }
+  const bool present = manager_->CountAvailable(std::span<const BlockKey>(&key, 1)) == 1;
+  Remember(key, present, now);
+  return present;
+}
+
+void TieredKvConnector::Remember(const BlockKey& key, bool present,
+                                 std::chrono::steady_clock::time_point now) {
+  constexpr size_t kMaxMemo = 1 << 16;
+  if (memo_.size() >= kMaxMemo) {
+    std::erase_if(memo_, [&](const auto& e) { return now - e.second.at >= kContainsMemo; });
+    if (memo_.size() >= kMaxMemo) memo_.clear();
+  }
+  memo_[key] = {present, now};
 }
 
 void TieredKvConnector::StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) {

@@ -17,6 +17,7 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <unordered_map>
 #include <vector>
 
 #include "kv/kv_cache_manager.h"
@@ -31,7 +32,14 @@ class TieredKvConnector final : public kv::KvConnector {
   TieredKvConnector(std::unique_ptr<OffloadManager> manager, kv::KvCacheManager* kv);
   ~TieredKvConnector() override;  // removes the callback, waits for queued writes
 
+  // Whether a tier holds the block. Answers are remembered for kContainsMemo: a request that
+  // waits for room repeats its prefix lookup every step, and each fresh answer may cost a
+  // Redis round trip. Blocks this server's device pool evicts are remembered as present at
+  // once (they were stored to the CPU tier or written through when computed); a block
+  // another server wrote, or a tier dropped, is seen within kContainsMemo (a stale "present"
+  // only makes a load come up short, which the scheduler recomputes).
   bool Contains(int group, const kv::BlockHash& hash) override;
+  static constexpr std::chrono::milliseconds kContainsMemo{1000};
   void StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) override;
   std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds wait) override;
   void CancelLoad(kv::RequestId id) override;
@@ -49,9 +57,16 @@ class TieredKvConnector final : public kv::KvConnector {
   // Copies the leading run of `result` into the device blocks; returns its length.
   size_t CopyIn(const Pending& pending, const LoadResult& result);
 
+  struct Memo {
+    bool present = false;
+    std::chrono::steady_clock::time_point at;
+  };
+  void Remember(const BlockKey& key, bool present, std::chrono::steady_clock::time_point now);
+
   std::unique_ptr<OffloadManager> manager_;
   kv::KvCacheManager* kv_;
   std::vector<Pending> pending_;  // in StartLoad order
+  std::unordered_map<BlockKey, Memo, BlockKeyHasher> memo_;  // Contains answers (scheduler thread)
 };
 
 }  // namespace kvserve::offload
