@@ -4,8 +4,10 @@
 // OpenAI-compatible server. Streams /v1/completions requests (ignore_eos, exactly O tokens),
 // at most C in flight, arrivals Poisson at R per second (default: all at once), and prints
 // TTFT, TPOT and ITL mean/p50/p90/p99 plus request and token throughput.
-// Random prompts are token ids (I of them, fixed seed); --dataset is JSON lines with a
-// "prompt" string and optional "max_tokens".
+// Random prompts are token ids (I of them, fixed seed; with --shared-prefix-len P the first P
+// are the same in every prompt, so the server's prefix cache can serve them); --dataset is
+// JSON lines with a "prompt" string and optional "max_tokens". The usage chunk's
+// prompt_tokens_details.cached_tokens is summed into the prefix-cache line.
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -40,6 +42,7 @@ struct BenchServeFlags {
   double request_rate = std::numeric_limits<double>::infinity();
   int input_len = 128;
   int output_len = 128;
+  int shared_prefix_len = 0;
   int vocab_hint = 500;  // random token ids are drawn from [1, vocab_hint)
   uint64_t seed = 0;
 };
@@ -54,7 +57,7 @@ struct Outcome {
   std::string error;
   double ttft = 0, e2e = 0;
   std::vector<double> itl;
-  int64_t prompt_tokens = 0, output_tokens = 0;
+  int64_t prompt_tokens = 0, output_tokens = 0, cached_tokens = 0;
 };
 
 Result<std::vector<Job>> MakeJobs(const BenchServeFlags& f) {
@@ -72,9 +75,12 @@ Result<std::vector<Job>> MakeJobs(const BenchServeFlags& f) {
     return jobs;
   }
   std::mt19937_64 rng(f.seed);
+  auto random_id = [&] { return 1 + static_cast<int>(rng() % (f.vocab_hint - 1)); };
+  json prefix = json::array();
+  for (int t = 0; t < std::min(f.shared_prefix_len, f.input_len); ++t) prefix.push_back(random_id());
   for (int i = 0; i < f.num_prompts; ++i) {
-    json ids = json::array();
-    for (int t = 0; t < f.input_len; ++t) ids.push_back(1 + static_cast<int>(rng() % (f.vocab_hint - 1)));
+    json ids = prefix;
+    while (static_cast<int>(ids.size()) < f.input_len) ids.push_back(random_id());
     jobs.push_back({ids, f.output_len});
   }
   return jobs;
@@ -109,6 +115,8 @@ Outcome RunOne(const BenchServeFlags& f, const std::string& model, const Job& jo
       if (chunk.contains("usage") && chunk["usage"].is_object()) {
         out.prompt_tokens = chunk["usage"].value("prompt_tokens", 0);
         out.output_tokens = chunk["usage"].value("completion_tokens", 0);
+        const json& details = chunk["usage"].value("prompt_tokens_details", json::object());
+        if (details.is_object()) out.cached_tokens = details.value("cached_tokens", 0);
       }
       if (!chunk.contains("choices") || chunk["choices"].empty()) continue;
       if (chunk["choices"][0].value("text", "").empty()) continue;
@@ -198,6 +206,7 @@ Status RunBenchServe(BenchServeFlags f) {
   if (f.num_prompts < 1 || f.concurrency < 1 || f.input_len < 1 || f.output_len < 1) {
     return InvalidArgument("--num-prompts, --concurrency, --input-len, --output-len must be >= 1");
   }
+  if (f.shared_prefix_len < 0) return InvalidArgument("--shared-prefix-len must be >= 0");
   if (!(f.request_rate > 0)) return InvalidArgument("--request-rate must be positive");
   if (f.model.empty()) {
     KV_ASSIGN_OR_RETURN(f.model, FirstModel(f));
@@ -206,7 +215,7 @@ Status RunBenchServe(BenchServeFlags f) {
   double elapsed = 0;
   std::vector<Outcome> outcomes = RunAll(f, f.model, jobs, elapsed);
   std::vector<double> ttft, tpot, itl, e2e;
-  int64_t in_tokens = 0, out_tokens = 0;
+  int64_t in_tokens = 0, out_tokens = 0, cached_tokens = 0;
   int ok = 0;
   for (const Outcome& o : outcomes) {
     if (!o.ok) {
@@ -220,6 +229,7 @@ Status RunBenchServe(BenchServeFlags f) {
     if (o.output_tokens > 1) tpot.push_back((o.e2e - o.ttft) / static_cast<double>(o.output_tokens - 1));
     in_tokens += o.prompt_tokens;
     out_tokens += o.output_tokens;
+    cached_tokens += o.cached_tokens;
   }
   fmt::print("============ Serving Benchmark Result ============\n");
   fmt::print("model {} at {}; concurrency {}, request rate {}\n", f.model, f.base_url,
@@ -228,6 +238,8 @@ Status RunBenchServe(BenchServeFlags f) {
   fmt::print("Benchmark duration (s):          {:.2f}\n", elapsed);
   fmt::print("Total input tokens:              {}\n", in_tokens);
   fmt::print("Total generated tokens:          {}\n", out_tokens);
+  fmt::print("Prefix-cached input tokens:      {} ({:.1f}%)\n", cached_tokens,
+             in_tokens ? 100.0 * static_cast<double>(cached_tokens) / in_tokens : 0.0);
   fmt::print("Request throughput (req/s):      {:.2f}\n", ok / elapsed);
   fmt::print("Output token throughput (tok/s): {:.2f}\n", out_tokens / elapsed);
   fmt::print("Total token throughput (tok/s):  {:.2f}\n", (in_tokens + out_tokens) / elapsed);
@@ -254,6 +266,9 @@ void RegisterBenchServe(CLI::App* bench) {
   cmd->add_option("--request-rate", f->request_rate, "Poisson arrivals per second (default inf)");
   cmd->add_option("--input-len", f->input_len, "random prompt tokens")->capture_default_str();
   cmd->add_option("--output-len", f->output_len, "tokens per request")->capture_default_str();
+  cmd->add_option("--shared-prefix-len,--random-prefix-len", f->shared_prefix_len,
+                  "first prompt tokens shared by every request (part of --input-len)")
+      ->capture_default_str();
   cmd->add_option("--dataset", f->dataset, "JSON lines: {\"prompt\": ..., \"max_tokens\": N}");
   cmd->add_option("--random-vocab", f->vocab_hint, "random token ids below this")
       ->capture_default_str();

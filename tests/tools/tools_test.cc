@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
+#include "server/server_process.h"
 #include "tensor/quant.h"
 #ifdef KVSERVE_HAVE_TOKENIZER
 #include "tokenizer/tokenizer.h"
@@ -331,6 +332,33 @@ TEST_F(ToolsTest, InspectRejectsBadFiles) {
   r = RunKvserve("inspect " + (dir_ / "missing.gguf").string());
   EXPECT_EQ(r.exit_code, 1);
   EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
+}
+
+// `kvserve bench serve --shared-prefix-len` against the real server: every prompt shares its
+// first 48 tokens, so after the first request the server's prefix cache serves them (3 blocks
+// of 16 per later request), and the benchmark reports it from the usage chunks.
+TEST(BenchServeTest, SharedPrefixIsServedFromThePrefixCache) {
+  const std::string model = server::testing::TestModelPath();
+  if (model.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+  server::testing::ServerProcess server;
+  ASSERT_TRUE(server.Start(model, {"--threads", "1"}, 30)) << server.error() << server.Log();
+  const std::string base =
+      "bench serve --base-url http://127.0.0.1:" + std::to_string(server.port()) +
+      " --num-prompts 4 --concurrency 1 --input-len 64 --output-len 4 --random-vocab 500";
+  RunResult shared = RunKvserve(base + " --shared-prefix-len 48");
+  ASSERT_EQ(shared.exit_code, 0) << shared.output;
+  EXPECT_NE(shared.output.find("Successful requests:             4/4"), std::string::npos)
+      << shared.output;
+  EXPECT_NE(shared.output.find("Prefix-cached input tokens:      144 "), std::string::npos)
+      << shared.output;
+  RunResult distinct = RunKvserve(base + " --seed 9");
+  ASSERT_EQ(distinct.exit_code, 0) << distinct.output;
+  EXPECT_NE(distinct.output.find("Prefix-cached input tokens:      0 "), std::string::npos)
+      << distinct.output;
+  RunResult bad = RunKvserve(base + " --shared-prefix-len -1");
+  EXPECT_NE(bad.exit_code, 0);
+  EXPECT_NE(bad.output.find("--shared-prefix-len"), std::string::npos) << bad.output;
+  EXPECT_EQ(server.Stop(10), 0);
 }
 
 }  // namespace
