@@ -146,7 +146,8 @@ Status Run(GenerateOptions o) {
   o.sampling.seed = o.seed >= 0 ? static_cast<uint64_t>(o.seed)
                                 : static_cast<uint64_t>(
                                       std::chrono::steady_clock::now().time_since_epoch().count());
-  if (o.logprobs > 0) o.sampling.logprobs = o.logprobs;
+  // --json prints each token's logprob, so ask for it (K = 0: the token's own only).
+  if (o.json || o.logprobs > 0) o.sampling.logprobs = o.logprobs;
   o.sampling.max_tokens = o.n_predict;
   KV_RETURN_IF_ERROR(o.sampling.Validate());
   if (Result<std::unique_ptr<gguf::GgufFile>> probe = gguf::GgufFile::Open(o.model_path);

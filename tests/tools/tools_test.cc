@@ -334,6 +334,29 @@ TEST_F(ToolsTest, InspectRejectsBadFiles) {
   EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
 }
 
+// `generate --json` prints each token's logprob (the sampler computes it only when asked):
+// real, negative log-probabilities, and top_logprobs only with --logprobs.
+TEST(GenerateTest, JsonLinesCarryLogprobs) {
+  const std::string model = server::testing::TestModelPath();
+  if (model.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+  RunResult r = RunKvserve("generate " + model +
+                           " --prompt 'Once upon a time' -n 4 --json --seed 1 --threads 1");
+  ASSERT_EQ(r.exit_code, 0) << r.output;
+  int lines = 0, negative = 0;
+  for (size_t start = 0, end; (end = r.output.find('\n', start)) != std::string::npos;
+       start = end + 1) {
+    const nlohmann::json j = nlohmann::json::parse(r.output.substr(start, end - start), nullptr,
+                                                   false);
+    if (j.is_discarded() || !j.contains("logprob")) continue;
+    ++lines;
+    EXPECT_LE(j["logprob"].get<double>(), 0.0) << j.dump();
+    if (j["logprob"].get<double>() < 0.0) ++negative;
+    EXPECT_TRUE(j["top_logprobs"].empty()) << j.dump();
+  }
+  EXPECT_EQ(lines, 4) << r.output;
+  EXPECT_GT(negative, 0) << "no logprob computed: " << r.output;
+}
+
 // `kvserve bench serve --shared-prefix-len` against the real server: every prompt shares its
 // first 48 tokens, so after the first request the server's prefix cache serves them (3 blocks
 // of 16 per later request), and the benchmark reports it from the usage chunks.
