@@ -27,7 +27,7 @@ HWY_EXPORT(PrepareActivationRow);
 
 namespace {
 
-// Rows per ParallelFor grain: a multiple of every target's row tile.
+// Row chunks are multiples of this (every target's row tile divides it).
 constexpr int64_t kRowGrain = 16;
 // Row chunks per thread for dynamic claiming.
 constexpr int64_t kChunksPerThread = 8;
@@ -48,6 +48,8 @@ struct MatMulArgs {
   int8_t* qx;
   float* dx;
   float* dxv;
+  int64_t chunk = 0;              // rows per claim
+  std::atomic<int64_t> next{0};   // first unclaimed row
 };
 
 // std::clamp(std::round(v), -127, 127) without the libm call, so the loop vectorizes: t is v
@@ -127,14 +129,14 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   // is descheduled or slower costs the others a chunk, not half the matrix. Every y[t, r] is
   // computed the same way whichever thread claims its row.
   const int64_t threads = pool.num_threads();
-  const int64_t chunk = std::max<int64_t>(
+  args.chunk = std::max<int64_t>(
       kRowGrain, (w.rows + threads * kChunksPerThread - 1) / (threads * kChunksPerThread) /
                      kRowGrain * kRowGrain);
-  std::atomic<int64_t> next{0};
-  pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int) {
-    for (int64_t begin; (begin = next.fetch_add(chunk, std::memory_order_relaxed)) < w.rows;) {
+  pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
+    const int64_t rows = a->w->rows;
+    for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
       HWY_DYNAMIC_DISPATCH(MatMulRows)
-      (w, args.x, args.qx, args.dx, args.dxv, n, y, begin, std::min(begin + chunk, w.rows));
+      (*a->w, a->x, a->qx, a->dx, a->dxv, a->n, a->y, begin, std::min(begin + a->chunk, rows));
     }
   });
 }
