@@ -147,8 +147,8 @@ Status RunThroughput(BenchFlags f) {
   std::vector<Timing> timings;
   double elapsed = 0;
   DecodeSteps decode;
-  KV_RETURN_IF_ERROR(Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings,
-                           elapsed, decode));
+  KV_RETURN_IF_ERROR(
+      Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings, elapsed, decode));
   std::vector<double> ttft, itl, tpot;
   for (const Timing& t : timings) {
     ttft.push_back(t.token_times.front() - t.arrival);
@@ -174,10 +174,11 @@ Status RunThroughput(BenchFlags f) {
   fmt::print("Inter-token latency ms: p50 {:.2f} p99 {:.2f}; time per output token ms: p50 {:.2f}\n",
              ms(Percentile(itl, 0.5)), ms(Percentile(itl, 0.99)), ms(Percentile(tpot, 0.5)));
   if (decode.steps > 0) {
-    fmt::print("Decode-only steps: {} steps, {} tokens, {:.2f} tokens/s ({:.1f} sequences and "
-               "{:.2f} ms per step)\n",
-               decode.steps, decode.tokens, decode.tokens / decode.seconds,
-               static_cast<double>(decode.tokens) / decode.steps, ms(decode.seconds / decode.steps));
+    fmt::print(
+        "Decode-only steps: {} steps, {} tokens, {:.2f} tokens/s ({:.1f} sequences and "
+        "{:.2f} ms per step)\n",
+        decode.steps, decode.tokens, decode.tokens / decode.seconds,
+        static_cast<double>(decode.tokens) / decode.steps, ms(decode.seconds / decode.steps));
   }
   for (const std::string& line : eng->Metrics().Format()) fmt::print("  {}\n", line);
   return Status::Ok();

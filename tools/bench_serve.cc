@@ -77,7 +77,8 @@ Result<std::vector<Job>> MakeJobs(const BenchServeFlags& f) {
   std::mt19937_64 rng(f.seed);
   auto random_id = [&] { return 1 + static_cast<int>(rng() % (f.vocab_hint - 1)); };
   json prefix = json::array();
-  for (int t = 0; t < std::min(f.shared_prefix_len, f.input_len); ++t) prefix.push_back(random_id());
+  for (int t = 0; t < std::min(f.shared_prefix_len, f.input_len); ++t)
+    prefix.push_back(random_id());
   for (int i = 0; i < f.num_prompts; ++i) {
     json ids = prefix;
     while (static_cast<int>(ids.size()) < f.input_len) ids.push_back(random_id());

@@ -48,13 +48,15 @@ TEST(QuantizeActivationTest, MatchesStdRoundIncludingTies) {
 TEST(QuantizeActivationTest, SimdEqualsPortableOnSpecialValues) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
-  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 3e38f, -3e38f,
-                            1e-40f, -1e-40f, 0.0f, -0.0f, 0.5f, -0.5f, 1.5f, -2.5f, 126.5f};
+  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 3e38f,
+                            -3e38f,        1e-40f,         -1e-40f,  0.0f,      -0.0f,
+                            0.5f,          -0.5f,          1.5f,     -2.5f,     126.5f};
   for (int trial = 0; trial < 500; ++trial) {
     std::vector<float> x(128);
     for (float& v : x) v = normal(rng) * (trial % 3 == 0 ? 1e-30f : 1.0f);
     if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 32, 0.0f);
-    for (int i = 0; i < 1 + trial % 6; ++i) x[rng() % x.size()] = specials[rng() % std::size(specials)];
+    for (int i = 0; i < 1 + trial % 6; ++i)
+      x[rng() % x.size()] = specials[rng() % std::size(specials)];
     if (trial % 2 == 0) x[32] = 127.0f;  // scale 1 in block 1: the +-0.5 specials are ties
     std::vector<int8_t> q(128), want_q(128);
     std::vector<float> d(4), want_d(4);

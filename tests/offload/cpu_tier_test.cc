@@ -47,7 +47,9 @@ TEST(CpuTierTest, ConcurrentUseStaysInsideTheBound) {
         const BlockKey key = Key((i * 7 + t) % 120);
         if (i % 3 == 0) {
           SharedBytes b = tier.GetShared(key);
-          if (b) EXPECT_EQ(*b, testing::RandomBytes(64, (i * 7 + t) % 120));
+          if (b) {
+            EXPECT_EQ(*b, testing::RandomBytes(64, (i * 7 + t) % 120));
+          }
         } else {
           (void)tier.Put(key, testing::RandomBytes(64, (i * 7 + t) % 120));
         }

@@ -1,15 +1,16 @@
-#include <algorithm>
-#include <cmath>
-#include <random>
-#include <limits>
-#include <map>
-#include <set>
-#include <vector>
+#include "sampling/sampler.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <set>
+#include <vector>
+
 #include "sampling/rng.h"
-#include "sampling/sampler.h"
 #include "sampling/sampling_params.h"
 
 namespace kvserve::sampling {

@@ -36,9 +36,9 @@ std::vector<uint8_t> Bytes(std::vector<uint8_t> head, size_t size, uint8_t fill)
 TEST(Scalar, F16RowEqualsScalarConversion) {
   std::vector<uint32_t> bits;
   for (uint64_t x = 0; x < (uint64_t{1} << 32); x += 4099) bits.push_back(static_cast<uint32_t>(x));
-  for (uint32_t edge : {0x00000000u, 0x00000001u, 0x33000000u, 0x33800000u, 0x387FE000u,
-                        0x38800000u, 0x477FEFFFu, 0x477FF000u, 0x7F7FFFFFu, 0x7F800000u,
-                        0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu}) {
+  for (uint32_t edge :
+       {0x00000000u, 0x00000001u, 0x33000000u, 0x33800000u, 0x387FE000u, 0x38800000u, 0x477FEFFFu,
+        0x477FF000u, 0x7F7FFFFFu, 0x7F800000u, 0x7F800001u, 0x7FC00000u, 0x7FFFFFFFu}) {
     for (uint32_t d : {0u, 1u, 0x1000u, 0x0FFFu}) {
       for (uint32_t sign : {0u, 0x80000000u}) {
         bits.push_back((edge + d) | sign);

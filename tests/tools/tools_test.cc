@@ -1,5 +1,6 @@
 // End-to-end tests of `kvserve make-model` and `kvserve inspect`: run the built binary, then
 // read what it wrote with the GGUF reader.
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -13,8 +14,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "gguf/gguf.h"
 #include "server/server_process.h"
@@ -345,8 +344,8 @@ TEST(GenerateTest, JsonLinesCarryLogprobs) {
   int lines = 0, negative = 0;
   for (size_t start = 0, end; (end = r.output.find('\n', start)) != std::string::npos;
        start = end + 1) {
-    const nlohmann::json j = nlohmann::json::parse(r.output.substr(start, end - start), nullptr,
-                                                   false);
+    const nlohmann::json j =
+        nlohmann::json::parse(r.output.substr(start, end - start), nullptr, false);
     if (j.is_discarded() || !j.contains("logprob")) continue;
     ++lines;
     EXPECT_LE(j["logprob"].get<double>(), 0.0) << j.dump();

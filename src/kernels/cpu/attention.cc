@@ -200,8 +200,8 @@ void AttendItem(const AttentionShape& shape, const tensor::PagedKvView& kv, int 
         for (int g = 0; g < group; ++g) {
           const int i = r * per_row + h * group + g;
           UpdateQuery(t.queries + static_cast<int64_t>(i) * padded_hd, t.keys + h * padded_hd,
-                      key_stride, t.values + h * hd, value_stride, a, b, hd, padded_hd,
-                      shape.scale, t.acc + static_cast<int64_t>(i) * hd, t.max[i], t.sum[i]);
+                      key_stride, t.values + h * hd, value_stride, a, b, hd, padded_hd, shape.scale,
+                      t.acc + static_cast<int64_t>(i) * hd, t.max[i], t.sum[i]);
         }
       }
     }
@@ -228,8 +228,8 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
   int64_t tiles = 0;
   for (const AttentionSequence& s : seqs) tiles += (s.num_tokens + kQueryTile - 1) / kQueryTile;
   const int64_t kv_heads = shape.num_kv_heads;
-  const int64_t groups = std::clamp<int64_t>((4 * num_threads + tiles - 1) / std::max<int64_t>(tiles, 1),
-                                             1, kv_heads);
+  const int64_t groups =
+      std::clamp<int64_t>((4 * num_threads + tiles - 1) / std::max<int64_t>(tiles, 1), 1, kv_heads);
   const int heads_per_item = static_cast<int>((kv_heads + groups - 1) / groups);
   for (int32_t s = 0; s < static_cast<int32_t>(seqs.size()); ++s) {
     for (int32_t first = 0; first < seqs[s].num_tokens; first += kQueryTile) {
@@ -315,17 +315,29 @@ void PagedAttention(const AttentionShape& shape, const tensor::PagedKvView& kv, 
     CHECK_LE(s.start_pos + s.num_tokens, scratch.max_context_tokens())
         << "attention scratch too small";
   }
-  std::vector<AttentionScratch::Item>& items = scratch.items();
-  BuildItems(shape, seqs, pool.num_threads(), items);
-  std::atomic<size_t> next{0};
-  const int padded_hd = scratch.padded_head_dim();
-  pool.ParallelFor(static_cast<size_t>(pool.num_threads()), [&](size_t, size_t, int thread) {
-    AttentionScratch::Thread t = scratch.ForThread(thread);
-    for (size_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
+  BuildItems(shape, seqs, pool.num_threads(), scratch.items());
+  // Everything the threads need behind one pointer, so the std::function that ParallelFor
+  // takes stays in its small-object buffer (no allocation per call).
+  struct Call {
+    const AttentionShape* shape;
+    const tensor::PagedKvView* kv;
+    int layer;
+    std::span<const AttentionSequence> seqs;
+    const float* q;
+    float* out;
+    AttentionScratch* scratch;
+    std::atomic<size_t> next{0};  // first unclaimed item
+  } call{&shape, &kv, layer, seqs, q, out, &scratch};
+  const auto attend = [c = &call](size_t, size_t, int thread) {
+    AttentionScratch::Thread t = c->scratch->ForThread(thread);
+    const std::vector<AttentionScratch::Item>& items = c->scratch->items();
+    const int padded_hd = c->scratch->padded_head_dim();
+    for (size_t i; (i = c->next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
       const AttentionScratch::Item& item = items[i];
-      AttendItem(shape, kv, layer, seqs[item.seq], item, padded_hd, q, out, t);
+      AttendItem(*c->shape, *c->kv, c->layer, c->seqs[item.seq], item, padded_hd, c->q, c->out, t);
     }
-  });
+  };
+  pool.ParallelFor(static_cast<size_t>(pool.num_threads()), attend);
 }
 
 }  // namespace kvserve::kernels

@@ -48,8 +48,8 @@ struct MatMulArgs {
   int8_t* qx;
   float* dx;
   float* dxv;
-  int64_t chunk = 0;              // rows per claim
-  std::atomic<int64_t> next{0};   // first unclaimed row
+  int64_t chunk = 0;             // rows per claim
+  std::atomic<int64_t> next{0};  // first unclaimed row
 };
 
 // std::clamp(std::round(v), -127, 127) without the libm call, so the loop vectorizes: t is v
@@ -129,9 +129,9 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   // is descheduled or slower costs the others a chunk, not half the matrix. Every y[t, r] is
   // computed the same way whichever thread claims its row.
   const int64_t threads = pool.num_threads();
-  args.chunk = std::max<int64_t>(
-      kRowGrain, (w.rows + threads * kChunksPerThread - 1) / (threads * kChunksPerThread) /
-                     kRowGrain * kRowGrain);
+  args.chunk =
+      std::max<int64_t>(kRowGrain, (w.rows + threads * kChunksPerThread - 1) /
+                                       (threads * kChunksPerThread) / kRowGrain * kRowGrain);
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
     for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
@@ -151,7 +151,7 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) 
   std::vector<float> dx(static_cast<size_t>(n * (w.cols / 32)));
   for (int64_t t = 0; t < n; ++t) {
     internal::QuantizeActivationRowPortable(x + t * w.cols, w.cols, qx.data() + t * w.cols,
-                          dx.data() + t * (w.cols / 32));
+                                            dx.data() + t * (w.cols / 32));
   }
   internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);
 }

@@ -108,8 +108,7 @@ HWY_INLINE void QuantPairStep(const uint8_t* w, int64_t w_stride, const int8_t* 
 // loads. Per weight row and block pair: the 64 weights, their -128 * sum offsets and the
 // scale vector [dw_b x 8, dw_b+1 x 8] (two broadcast f16 scales, one blend, one widening).
 // Per (row, token): dpbusd, widen, dw * dx, fma: the scheme's own operations.
-HWY_INLINE void VnniPrepare(int64_t cols, int8_t* q, const float* d,
-                                                float* dxv) {
+HWY_INLINE void VnniPrepare(int64_t cols, int8_t* q, const float* d, float* dxv) {
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   int64_t c = 0;
   for (; c + 64 <= cols; c += 64) {
@@ -134,9 +133,8 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 VnniWeightScales(const uint8_t* block, boo
 // Adds block pair p (blocks 2p and 2p + 1; only 2p when !kPair) of an R x T tile.
 template <tensor::DType kType, int R, int T, bool kPair>
 KVSERVE_MATMUL_VNNI HWY_INLINE void VnniPairStep(const uint8_t* w, int64_t w_stride,
-                                                 const uint8_t* xu, const float* dxv,
-                                                 int64_t cols, int64_t pairs, int64_t p,
-                                                 VF (&acc)[R][T]) {
+                                                 const uint8_t* xu, const float* dxv, int64_t cols,
+                                                 int64_t pairs, int64_t p, VF (&acc)[R][T]) {
   const __m512i zero = _mm512_setzero_si512();
   const __m512i k128 = _mm512_set1_epi8(static_cast<char>(0x80));
   const int64_t b = 2 * p;
@@ -145,7 +143,8 @@ KVSERVE_MATMUL_VNNI HWY_INLINE void VnniPairStep(const uint8_t* w, int64_t w_str
   for (int r = 0; r < R; ++r) {
     const uint8_t* block = w + r * w_stride + b * kBlockBytes<kType>;
     const __m256i lo = LoadBlock<kType>(block);
-    const __m256i hi = kPair ? LoadBlock<kType>(block + kBlockBytes<kType>) : _mm256_setzero_si256();
+    const __m256i hi =
+        kPair ? LoadBlock<kType>(block + kBlockBytes<kType>) : _mm256_setzero_si256();
     wq[r] = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
     offset[r] = _mm512_sub_epi32(zero, _mm512_dpbusd_epi32(zero, k128, wq[r]));
     dw[r] = VnniWeightScales<kType>(block, kPair);
@@ -237,9 +236,8 @@ void VnniRows(const WeightMatrix& w, const int8_t* qx, const float* dxv, float* 
 #else  // AVX3 without VNNI: the sign trick.
 
 template <tensor::DType kType, int R, int T>
-HWY_NOINLINE void QuantTile(const uint8_t* w, int64_t w_stride, int64_t cols,
-                                                const int8_t* qx, const float* dx, float* y,
-                                                int64_t y_stride) {
+HWY_NOINLINE void QuantTile(const uint8_t* w, int64_t w_stride, int64_t cols, const int8_t* qx,
+                            const float* dx, float* y, int64_t y_stride) {
   VF acc[R][T][kVecs];
   for (int r = 0; r < R; ++r)
     for (int t = 0; t < T; ++t) acc[r][t][0] = Zero();
