@@ -9,5 +9,7 @@ case "$mode" in
   asan) dir=build-asan; flags=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DKVSERVE_SANITIZE=ON -DKVSERVE_BUILD_BENCH=OFF) ;;
   *) echo "usage: $0 [release|asan]" >&2; exit 2 ;;
 esac
+# ccache, when the machine has it, makes rebuilds across checkouts cheap (not required).
+command -v ccache >/dev/null 2>&1 && flags+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache)
 cmake -S . -B "$dir" -G Ninja "${flags[@]}" > /dev/null
 cmake --build "$dir" -j "$(nproc)"
