@@ -16,14 +16,14 @@ uint64_t Mix(uint64_t x) {
 
 uint64_t* KSlot(const tensor::PagedKvView& kv, std::span<const int32_t> table, int64_t pos) {
   const int32_t block = table[pos / kv.block_size];
-  return reinterpret_cast<uint64_t*>(kv.KRow(0, block, static_cast<int>(pos % kv.block_size)));
+  return reinterpret_cast<uint64_t*>(kv.KSegment(0, block, static_cast<int>(pos % kv.block_size), 0));
 }
 
 }  // namespace
 
 void FakeModelRunner::Execute(const model::ForwardBatch& batch, const tensor::PagedKvView& kv,
                               ThreadPool& pool, float* logits) {
-  CHECK_GE(tensor::RowBytes(kv.dtype, kv.row_elems), 8) << "FakeModelRunner needs 8-byte K rows";
+  CHECK_GE(kv.segment_bytes, 8u) << "FakeModelRunner needs 8-byte K segments";
   int64_t row = 0;
   for (const model::SequenceInput& seq : batch.sequences) {
     uint64_t h = seq.start_pos == 0 ? seed_ : *KSlot(kv, seq.block_table, seq.start_pos - 1);

@@ -46,11 +46,8 @@ tensor::PagedKvView MakeKvView(const KvCacheConfig& config, int group, const KvA
                            std::get<SlidingWindow>(g.spec).head_dim,
                            std::get<SlidingWindow>(g.spec).dtype,
                            std::get<SlidingWindow>(g.spec).shared_kv);
-  tensor::PagedKvView view;
-  view.block_size = config.block_size;
-  view.dtype = dtype;
-  view.row_elems = heads * dim;
-  view.layers.resize(config.num_layers);
+  tensor::PagedKvView view =
+      tensor::MakePagedKvView(config.num_layers, heads, dim, dtype, config.block_size);
   const size_t row_bytes = static_cast<size_t>(tensor::RowBytes(dtype, int64_t{heads} * dim));
   const size_t layer_page = static_cast<size_t>(PageSizeBytes(g.spec, config.block_size));
   std::byte* base = arena.data();
@@ -60,7 +57,6 @@ tensor::PagedKvView MakeKvView(const KvCacheConfig& config, int group, const KvA
     l.k_base = base + i * layer_page;
     l.v_base = shared ? l.k_base : l.k_base + config.block_size * row_bytes;
     l.block_stride_bytes = static_cast<size_t>(arena.block_bytes());
-    l.token_stride_bytes = row_bytes;
   }
   for (const KvReader& r : g.readers) view.layers[r.layer] = view.layers[r.source_layer];
   return view;

@@ -4,29 +4,23 @@
 
 namespace kvserve::model {
 
-SimpleKvArena::SimpleKvArena(int num_layers, int row_elems, tensor::DType dtype, int block_size,
-                             int32_t num_blocks)
+SimpleKvArena::SimpleKvArena(int num_layers, int num_kv_heads, int head_dim, tensor::DType dtype,
+                             int block_size, int32_t num_blocks)
     : num_blocks_(num_blocks) {
   CHECK_GT(num_layers, 0);
   CHECK_GT(block_size, 0);
   CHECK_GT(num_blocks, 0);
+  const int row_elems = num_kv_heads * head_dim;
   CHECK(tensor::IsValidRowLength(dtype, row_elems)) << "row of " << row_elems << " values";
-  // Rows are padded to 4 bytes so that F32 rows stay aligned for direct reads.
-  const size_t row_bytes = static_cast<size_t>(tensor::RowBytes(dtype, row_elems));
-  const size_t token_stride = (row_bytes + 3) / 4 * 4;
-  const size_t block_stride = token_stride * block_size;
+  view_ = tensor::MakePagedKvView(num_layers, num_kv_heads, head_dim, dtype, block_size);
+  const size_t block_stride = static_cast<size_t>(tensor::RowBytes(dtype, row_elems)) * block_size;
   const size_t half = block_stride * num_blocks;  // one of K or V of one layer
   storage_.assign(half * 2 * num_layers, std::byte{0});
-  view_.block_size = block_size;
-  view_.dtype = dtype;
-  view_.row_elems = row_elems;
-  view_.layers.resize(num_layers);
   for (int l = 0; l < num_layers; ++l) {
     tensor::PagedKvLayer& layer = view_.layers[l];
     layer.k_base = storage_.data() + half * (2 * l);
     layer.v_base = storage_.data() + half * (2 * l + 1);
     layer.block_stride_bytes = block_stride;
-    layer.token_stride_bytes = token_stride;
   }
 }
 

@@ -1,9 +1,10 @@
 // SimpleKvArena: a fixed KV cache for tests, benchmarks and the CLI until the KV manager (kv/)
 // hands out views of its own arenas.
 //
-// Owns, for every layer, one K and one V buffer of num_blocks blocks of block_size token rows,
-// each row RowBytes(dtype, row_elems) bytes. Never grows. View() describes it as a
-// tensor::PagedKvView. Not thread-safe; the view stays valid while the arena lives.
+// Owns, for every layer, one K and one V buffer of num_blocks blocks of block_size token rows
+// of num_kv_heads x head_dim values, laid out head-major like the KV manager's arenas
+// (tensor/kv_view.h). Never grows. view() describes it as a tensor::PagedKvView. Not
+// thread-safe; the view stays valid while the arena lives.
 #pragma once
 
 #include <cstddef>
@@ -17,8 +18,8 @@ namespace kvserve::model {
 
 class SimpleKvArena {
  public:
-  SimpleKvArena(int num_layers, int row_elems, tensor::DType dtype, int block_size,
-                int32_t num_blocks);
+  SimpleKvArena(int num_layers, int num_kv_heads, int head_dim, tensor::DType dtype,
+                int block_size, int32_t num_blocks);
 
   const tensor::PagedKvView& view() const { return view_; }
   int32_t num_blocks() const { return num_blocks_; }
@@ -26,7 +27,7 @@ class SimpleKvArena {
 
  private:
   int32_t num_blocks_;
-  std::vector<std::byte> storage_;  // (layer, {K, V}, block, slot, row bytes)
+  std::vector<std::byte> storage_;  // (layer, {K, V}, block, segment, slot, segment bytes)
   tensor::PagedKvView view_;
 };
 

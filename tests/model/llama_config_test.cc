@@ -150,7 +150,8 @@ void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_d
   auto ref = model_test::ReferenceLlama::Create(*file);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   const ModelConfig& c = (*model)->config();
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim),
                       tensor::DType::kF32, 16, 4);
   const std::vector<int32_t> table = {3, 1, 0, 2};
   ThreadPool pool(2);

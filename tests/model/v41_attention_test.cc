@@ -44,8 +44,8 @@ Cache MakeCache(const HybridAttentionShape& s, int tokens, bool same_keys, std::
   std::copy_n(ids.begin(), c.table.size(), c.table.begin());
   const size_t row_bytes = tensor::RowBytes(kWindowType, s.head_dim);
   c.window_buf.resize(c.num_blocks * kBlock * row_bytes);
-  c.window = {kBlock, kWindowType, s.head_dim, {{}}};
-  c.window.layers[0] = {c.window_buf.data(), c.window_buf.data(), kBlock * row_bytes, row_bytes};
+  c.window = tensor::MakePagedKvView(1, 1, s.head_dim, kWindowType, kBlock);
+  c.window.layers[0] = {c.window_buf.data(), c.window_buf.data(), kBlock * row_bytes};
   const int epb = kBlock / s.ratio;
   const size_t lat_bytes = tensor::RowBytes(kLatentType, s.head_dim);
   const size_t idx_bytes = tensor::RowBytes(kIndexType, s.index_dim);
@@ -59,7 +59,7 @@ Cache MakeCache(const HybridAttentionShape& s, int tokens, bool same_keys, std::
   for (float& x : shared_key) x = u(rng);
   for (int p = 0; p < tokens; ++p) {
     for (float& x : v) x = u(rng);
-    std::byte* dst = c.window.KRow(0, c.table[p / kBlock], p % kBlock);
+    std::byte* dst = c.window.KSegment(0, c.table[p / kBlock], p % kBlock, 0);
     tensor::QuantizeRow(kWindowType, v.data(), dst, s.head_dim);
     tensor::DequantizeRow(kWindowType, dst, back.data(), s.head_dim);
     c.rows.emplace_back(back.begin(), back.end());

@@ -8,7 +8,6 @@
 
 #include "core/check.h"
 #include "kernels/cpu/kv_dequant.h"
-#include "tensor/quant.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -95,60 +94,53 @@ int32_t WindowStart(const AttentionShape& shape, int32_t pos) {
 
 // Dequantizes K and V of positions [lo, hi) (inside chunk c0) for kv heads [h0, h0 + heads)
 // into t: key j, head h at t.keys + (j - c0) * heads * padded_hd + h * padded_hd, value at
-// t.values + ((j - c0) * heads + h) * hd. One contiguous slice per stored row, so a decode
-// that attends with all heads streams whole rows instead of 64-value pieces of them.
+// t.values + ((j - c0) * heads + h) * hd. Each head's keys of a block are one contiguous run
+// (the head-major layout of tensor/kv_view.h).
 void LoadChunk(const tensor::PagedKvView& kv, int layer, const AttentionSequence& seq, int h0,
                int heads, int hd, int padded_hd, int32_t c0, int32_t lo, int32_t hi,
                AttentionScratch::Thread& t) {
-  const std::byte* k_rows[kKeyChunk];
-  const std::byte* v_rows[kKeyChunk];
+  int32_t blocks[kKeyChunk];
   for (int32_t j = lo; j < hi; ++j) {
     CHECK_LT(static_cast<size_t>(j / kv.block_size), seq.block_table.size())
         << "block table does not cover position " << j;
-    const int32_t block = seq.block_table[j / kv.block_size];
-    const int slot = j % kv.block_size;
-    k_rows[j - lo] = kv.KRow(layer, block, slot);
-    v_rows[j - lo] = kv.VRow(layer, block, slot);
+    blocks[j - lo] = seq.block_table[j / kv.block_size];
   }
-  const int64_t first = static_cast<int64_t>(h0) * hd;
-  const int64_t count = static_cast<int64_t>(heads) * hd;
   const int64_t key_stride = static_cast<int64_t>(heads) * padded_hd;
-  float* keys = t.keys + (lo - c0) * key_stride;
-  if (padded_hd == hd) {
-    DequantizeKvSlices(kv.dtype, k_rows, hi - lo, first, count, keys, key_stride, t.staging);
-  } else {  // head_dim not a multiple of 16: widen each head to its zero-padded place
-    DequantizeKvSlices(kv.dtype, k_rows, hi - lo, first, count, t.rows, count, t.staging);
-    for (int32_t j = 0; j < hi - lo; ++j) {
-      for (int h = 0; h < heads; ++h) {
-        std::memcpy(keys + j * key_stride + h * padded_hd, t.rows + j * count + h * hd,
-                    sizeof(float) * hd);
-      }
+  const int64_t value_stride = static_cast<int64_t>(heads) * hd;
+  const std::byte* k_rows[kKeyChunk];
+  const std::byte* v_rows[kKeyChunk];
+  for (int h = 0; h < heads; ++h) {
+    const int64_t first = static_cast<int64_t>(h0 + h) * hd;
+    const int segment = static_cast<int>(first / kv.segment_elems);
+    for (int32_t j = lo; j < hi; ++j) {
+      k_rows[j - lo] = kv.KSegment(layer, blocks[j - lo], j % kv.block_size, segment);
+      v_rows[j - lo] = kv.VSegment(layer, blocks[j - lo], j % kv.block_size, segment);
     }
+    const int64_t offset = first % kv.segment_elems;
+    DequantizeKvSlices(kv.dtype, k_rows, hi - lo, offset, hd,
+                       t.keys + (lo - c0) * key_stride + h * padded_hd, key_stride, t.staging);
+    DequantizeKvSlices(kv.dtype, v_rows, hi - lo, offset, hd,
+                       t.values + (lo - c0) * value_stride + h * hd, value_stride, t.staging);
   }
-  DequantizeKvSlices(kv.dtype, v_rows, hi - lo, first, count, t.values + (lo - c0) * count, count,
-                     t.staging);
 }
 
-// Prefetches the K/V slices [first, first + count) of positions [lo, hi): issued for the next
-// chunk while the current one is computed, so its memory latency overlaps arithmetic (a
-// chunk's rows sit in a block of their own, where the hardware's streams restart).
+// Prefetches the K/V of kv heads [h0, h0 + heads) at positions [lo, hi): issued for the next
+// chunk while the current one is computed, so its memory latency overlaps arithmetic.
 void PrefetchChunk(const tensor::PagedKvView& kv, int layer, const AttentionSequence& seq,
-                   int64_t first, int64_t count, int32_t lo, int32_t hi) {
-  const int64_t block_elems = tensor::BlockElems(kv.dtype);
-  const int64_t block_lo = first / block_elems;
-  const int64_t block_hi = (first + count + block_elems - 1) / block_elems;
-  const int64_t offset = block_lo * tensor::BlockBytes(kv.dtype);
-  const int64_t bytes = (block_hi - block_lo) * tensor::BlockBytes(kv.dtype);
+                   int h0, int heads, int hd, int32_t lo, int32_t hi) {
+  const int first_segment = static_cast<int>(int64_t{h0} * hd / kv.segment_elems);
+  const int last_segment = static_cast<int>((int64_t{h0 + heads} * hd - 1) / kv.segment_elems);
   for (int32_t j = lo; j < hi; ++j) {
     const size_t entry = static_cast<size_t>(j / kv.block_size);
     if (entry >= seq.block_table.size()) return;
     const int32_t block = seq.block_table[entry];
-    const int slot = j % kv.block_size;
-    const auto* k = reinterpret_cast<const char*>(kv.KRow(layer, block, slot)) + offset;
-    const auto* v = reinterpret_cast<const char*>(kv.VRow(layer, block, slot)) + offset;
-    for (int64_t b = 0; b < bytes; b += 64) {
-      __builtin_prefetch(k + b);
-      __builtin_prefetch(v + b);
+    for (int g = first_segment; g <= last_segment; ++g) {
+      const auto* k = reinterpret_cast<const char*>(kv.KSegment(layer, block, j % kv.block_size, g));
+      const auto* v = reinterpret_cast<const char*>(kv.VSegment(layer, block, j % kv.block_size, g));
+      for (size_t b = 0; b < kv.segment_bytes; b += 64) {
+        __builtin_prefetch(k + b);
+        __builtin_prefetch(v + b);
+      }
     }
   }
 }
@@ -187,8 +179,7 @@ void AttendItem(const AttentionShape& shape, const tensor::PagedKvView& kv, int 
     LoadChunk(kv, layer, seq, item.kv_head, heads, hd, padded_hd, c0, std::max(c0, first_key),
               chunk_end, t);
     if (chunk_end <= last) {
-      PrefetchChunk(kv, layer, seq, static_cast<int64_t>(item.kv_head) * hd,
-                    static_cast<int64_t>(heads) * hd, chunk_end,
+      PrefetchChunk(kv, layer, seq, item.kv_head, heads, hd, chunk_end,
                     std::min(chunk_end + kKeyChunk, last + 1));
     }
     for (int r = 0; r < item.count; ++r) {
@@ -297,8 +288,8 @@ void WriteKv(const tensor::PagedKvView& kv, int layer, std::span<const Attention
       const int32_t block = seq.block_table[pos / kv.block_size];
       const int slot = pos % kv.block_size;
       const int64_t offset = static_cast<int64_t>(r) * kv.row_elems;
-      tensor::QuantizeRow(kv.dtype, k + offset, kv.KRow(layer, block, slot), kv.row_elems);
-      tensor::QuantizeRow(kv.dtype, v + offset, kv.VRow(layer, block, slot), kv.row_elems);
+      StoreKvRow(kv, layer, KvPart::kKey, block, slot, k + offset);
+      StoreKvRow(kv, layer, KvPart::kValue, block, slot, v + offset);
     }
   });
 }

@@ -115,4 +115,30 @@ void DequantizeKvSlices(tensor::DType t, const std::byte* const* rows, int n, in
   }
 }
 
+namespace {
+
+std::byte* Segment(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+                   int segment) {
+  return part == KvPart::kKey ? kv.KSegment(layer, block, slot, segment)
+                              : kv.VSegment(layer, block, slot, segment);
+}
+
+}  // namespace
+
+void StoreKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+                const float* row) {
+  for (int g = 0; g < kv.num_segments(); ++g) {
+    tensor::QuantizeRow(kv.dtype, row + static_cast<int64_t>(g) * kv.segment_elems,
+                        Segment(kv, layer, part, block, slot, g), kv.segment_elems);
+  }
+}
+
+void LoadKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+               float* row) {
+  for (int g = 0; g < kv.num_segments(); ++g) {
+    DequantizeKvRow(kv.dtype, Segment(kv, layer, part, block, slot, g),
+                    row + static_cast<int64_t>(g) * kv.segment_elems, kv.segment_elems);
+  }
+}
+
 }  // namespace kvserve::kernels

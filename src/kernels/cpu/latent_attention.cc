@@ -123,7 +123,7 @@ void AttendRow(const HybridAttentionShape& s, const tensor::PagedKvView& window,
   int n = 0;
   for (int32_t pos = lo; pos <= p; ++pos, ++n) {
     const int32_t block = seq.window_table[pos / window.block_size];
-    tensor::DequantizeRow(window.dtype, window.KRow(window_slot, block, pos % window.block_size),
+    tensor::DequantizeRow(window.dtype, window.KSegment(window_slot, block, pos % window.block_size, 0),
                           t.rows.data() + static_cast<size_t>(n) * d, d);
   }
   if (s.ratio > 0) {
@@ -195,7 +195,7 @@ void WriteWindowRows(const tensor::PagedKvView& window, int slot,
       const int32_t pos = seq.start_pos + i;
       const int32_t block = seq.window_table[pos / window.block_size];
       tensor::QuantizeRow(window.dtype, rows + (seq.first_row + i) * window.row_elems,
-                          window.KRow(slot, block, pos % window.block_size), window.row_elems);
+                          window.KSegment(slot, block, pos % window.block_size, 0), window.row_elems);
     }
   }
 }
