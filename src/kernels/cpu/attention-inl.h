@@ -1,0 +1,230 @@
+// Per-target paged attention (re-included once per Highway target by attention.cc).
+//
+// Implements the numerics contract of attention.h with "16 logical lanes": one AVX-512
+// register, two AVX2 registers, four SSE4 registers or sixteen scalars, lane by lane the same
+// float operations, so every target computes the same bits. Targets without hardware FMA
+// evaluate fma lane by lane with std::fma (slow, exact). A softmax state (attention.h) is
+// stored as floats [acc (padded_hd)][L (16)][m][15 unused].
+#if defined(KVSERVE_KERNELS_CPU_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#undef KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#else
+#define KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "hwy/highway.h"
+#include "kernels/cpu/attention_exp.h"
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/kv_dequant.h"
+#include "tensor/quant.h"
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#include "kernels/cpu/attention_convert-inl.h"
+
+namespace kvserve::kernels::HWY_NAMESPACE {
+
+constexpr int kLanes = 16;
+constexpr int kVecs = kLanes / static_cast<int>(kN);  // vectors per 16 logical lanes
+constexpr int kChunk = AttentionScratch::kKeyChunk;
+constexpr int kPartition = AttentionScratch::kPartition;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// fma(a, b, c) rounded once, on every target.
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(a, b, c);
+#else
+  const DF d;
+  HWY_ALIGN float x[kN], y[kN], z[kN];
+  hn::Store(a, d, x);
+  hn::Store(b, d, y);
+  hn::Store(c, d, z);
+  for (size_t i = 0; i < kN; ++i) x[i] = std::fma(x[i], y[i], z[i]);
+  return hn::Load(d, x);
+#endif
+}
+
+// AttentionExp (attention_exp.h) lane by lane.
+HWY_INLINE VF Exp(VF x) {
+  namespace e = attention_exp;
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const VF round = hn::Set(d, e::kRound);
+  const VF n = hn::Sub(hn::Add(hn::Mul(x, hn::Set(d, e::kLog2e)), round), round);
+  VF r = Fma(n, hn::Set(d, -e::kC1), x);
+  r = Fma(n, hn::Set(d, -e::kC2), r);
+  VF p = Fma(hn::Set(d, e::kP0), r, hn::Set(d, e::kP1));
+  p = Fma(p, r, hn::Set(d, e::kP2));
+  p = Fma(p, r, hn::Set(d, e::kP3));
+  p = Fma(p, r, hn::Set(d, e::kP4));
+  p = Fma(p, r, hn::Set(d, e::kP5));
+  const VF y = hn::Add(Fma(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
+  const VF result = hn::Mul(y, hn::BitCast(d, bits));
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, e::kMin)), result);
+}
+
+HWY_INLINE float ExpScalar(float x) {
+  return hn::GetLane(Exp(hn::Set(DF(), x)));
+}
+
+// Sum of 16 lanes by halving (l += l + 8, + 4, + 2, + 1).
+HWY_INLINE float TreeSum16(float* lanes) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
+// as 16 logical lanes in s[0 .. kVecs).
+HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
+  const DF d;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // One register of 16 lane sums per key; the halving tree of all 16 keys is done together by
+  // a transpose-and-add network. Slot i holds key (i % 4) * 4 + i / 4, so that key j ends in
+  // output lane j. Each stage adds, per key, exactly the lanes the scalar tree adds.
+  __m512 lanes[16];
+  for (int i = 0; i < 16; ++i) {
+    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
+    for (int c = 16; c < padded_hd; c += 16) {
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
+    }
+    lanes[i] = acc;
+  }
+  __m512 t[8], u[4], w[2];
+  for (int i = 0; i < 8; ++i) {  // l += l + 8
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(lanes[2 * i], lanes[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(lanes[2 * i], lanes[2 * i + 1], 0xEE));
+  }
+  for (int i = 0; i < 4; ++i) {  // l += l + 4
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int i = 0; i < 2; ++i) {  // l += l + 2
+    w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  s[0] = hn::Mul(VF{sum}, hn::Set(d, scale));
+#else
+  HWY_ALIGN float dots[kLanes];
+  for (int j = 0; j < kChunk; ++j) {
+    const float* k = keys + static_cast<int64_t>(j) * padded_hd;
+    HWY_ALIGN float lanes[kLanes];
+    for (int v = 0; v < kVecs; ++v) {
+      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), hn::LoadU(d, k + v * kN));
+      for (int c = kLanes; c < padded_hd; c += kLanes) {
+        acc = Fma(hn::LoadU(d, q + c + v * kN), hn::LoadU(d, k + c + v * kN), acc);
+      }
+      hn::Store(acc, d, lanes + v * kN);
+    }
+    dots[j] = TreeSum16(lanes);
+  }
+  for (int v = 0; v < kVecs; ++v) s[v] = hn::Mul(hn::Load(d, dots + v * kN), hn::Set(d, scale));
+#endif
+}
+
+// acc[0, kV * kN) = acc * alpha (unless alpha == 1), then += p[j] * values[j] for j in [a, b).
+template <int kV>
+HWY_INLINE void AccumulateValues(float* acc, const float* values, int padded_hd, const float* p,
+                                 int a, int b, float alpha) {
+  const DF d;
+  VF sum[kV];
+  for (int v = 0; v < kV; ++v) sum[v] = hn::LoadU(d, acc + v * kN);
+  if (alpha != 1.0f) {
+    for (int v = 0; v < kV; ++v) sum[v] = hn::Mul(sum[v], hn::Set(d, alpha));
+  }
+  for (int j = a; j < b; ++j) {
+    const VF pj = hn::Set(d, p[j]);
+    const float* row = values + static_cast<int64_t>(j) * padded_hd;
+    for (int v = 0; v < kV; ++v) sum[v] = Fma(pj, hn::LoadU(d, row + v * kN), sum[v]);
+  }
+  for (int v = 0; v < kV; ++v) hn::StoreU(sum[v], d, acc + v * kN);
+}
+
+// One online-softmax step of one query over tile keys [a, b) (attention.h).
+HWY_INLINE void UpdateChunk(const float* q, const float* keys, const float* values,
+                            int padded_hd, float scale, int a, int b, float* state) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  VF s[kVecs];
+  Scores(q, keys, padded_hd, scale, s);
+  VF chunk_max = hn::Set(d, kNegInf);
+  for (int v = 0; v < kVecs; ++v) {
+    const auto index = hn::Iota(di, v * static_cast<int>(kN));
+    const auto visible = hn::And(hn::Lt(hn::Set(di, a - 1), index), hn::Lt(index, hn::Set(di, b)));
+    s[v] = hn::IfThenElse(hn::RebindMask(d, visible), s[v], hn::Set(d, kNegInf));
+    chunk_max = hn::Max(chunk_max, s[v]);
+  }
+  float* lsum = state + padded_hd;
+  float& m = state[padded_hd + kLanes];
+  const float new_max = std::max(m, hn::GetLane(hn::MaxOfLanes(d, chunk_max)));
+  const float alpha = new_max == m ? 1.0f : ExpScalar(m - new_max);
+  HWY_ALIGN float p[kLanes];
+  for (int v = 0; v < kVecs; ++v) {
+    const VF pv = Exp(hn::Sub(s[v], hn::Set(d, new_max)));
+    hn::Store(pv, d, p + v * kN);
+    const VF l = hn::LoadU(d, lsum + v * kN);
+    hn::StoreU(alpha == 1.0f ? hn::Add(l, pv) : Fma(l, hn::Set(d, alpha), pv), d, lsum + v * kN);
+  }
+  m = new_max;
+  int c = 0;
+  for (; c + 8 * static_cast<int>(kN) <= padded_hd; c += 8 * kN) {
+    AccumulateValues<8>(state + c, values + c, padded_hd, p, a, b, alpha);
+  }
+  for (; c + 4 * static_cast<int>(kN) <= padded_hd; c += 4 * kN) {
+    AccumulateValues<4>(state + c, values + c, padded_hd, p, a, b, alpha);
+  }
+  for (; c < padded_hd; c += kN) AccumulateValues<1>(state + c, values + c, padded_hd, p, a, b, alpha);
+}
+
+// total = the fold of total and part (attention.h). note: part saw at least one key.
+HWY_INLINE void Merge(float* total, const float* part, int padded_hd) {
+  const DF d;
+  float& m_t = total[padded_hd + kLanes];
+  const float m_k = part[padded_hd + kLanes];
+  const float m = std::max(m_t, m_k);
+  const VF a = hn::Set(d, ExpScalar(m_t - m));
+  const VF b = hn::Set(d, ExpScalar(m_k - m));
+  for (int c = 0; c < padded_hd + kLanes; c += kN) {  // acc, then L
+    const VF t = hn::Mul(hn::LoadU(d, total + c), a);
+    hn::StoreU(Fma(hn::LoadU(d, part + c), b, t), d, total + c);
+  }
+  m_t = m;
+}
+
+HWY_INLINE void ResetStates(float* states, int count, int state_floats, int padded_hd) {
+  for (int i = 0; i < count; ++i) {
+    float* s = states + static_cast<int64_t>(i) * state_floats;
+    std::fill(s, s + padded_hd + kLanes, 0.0f);
+    s[padded_hd + kLanes] = kNegInf;
+  }
+}
+
+// out[0, hd) = acc * (1 / the halving sum of L).
+HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out) {
+  HWY_ALIGN float lanes[kLanes];
+  std::memcpy(lanes, state + padded_hd, sizeof(lanes));
+  const float inv = 1.0f / TreeSum16(lanes);
+  for (int c = 0; c < hd; ++c) out[c] = state[c] * inv;
+}
+
+}  // namespace kvserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#include "kernels/cpu/attention_item-inl.h"
+
+#endif  // include guard
