@@ -248,7 +248,7 @@ TEST_F(ToolsTest, InspectPrintsTensorsParametersAndKvCost) {
   EXPECT_NE(r.output.find("KV cache: 65504 tokens (block size 32)"), std::string::npos)
       << r.output;
 
-  r = RunKvserve("inspect --json --kv-type q8_0 " + path);
+  r = RunKvserve("inspect --json --kv-cache-dtype q8_0 " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
