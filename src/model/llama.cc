@@ -13,16 +13,7 @@ Result<std::unique_ptr<LlamaModel>> LlamaModel::Load(std::shared_ptr<const gguf:
                                                      const LoadOptions& options) {
   CHECK(file != nullptr);
   KV_ASSIGN_OR_RETURN(ModelConfig config, ReadModelConfig(*file));
-  LoadOptions resolved = options;
-  if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
-  if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens =
-        static_cast<int32_t>(std::min<int64_t>(config.context_length, INT32_MAX));
-  }
-  if (*resolved.max_context_tokens <= 0) {
-    return InvalidArgument("max_context_tokens must be positive");
-  }
-  if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
+  KV_ASSIGN_OR_RETURN(LoadOptions resolved, ResolveLoadOptions(options, config.context_length));
   return std::unique_ptr<LlamaModel>(new LlamaModel(std::move(file), config, resolved));
 }
 

@@ -16,6 +16,19 @@ int64_t Batch::NumLogitRows() const {
                        [](const SequenceInput& s) { return s.want_logits; });
 }
 
+Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t context_length) {
+  LoadOptions resolved = options;
+  if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
+  if (!resolved.max_context_tokens) {
+    resolved.max_context_tokens = static_cast<int32_t>(std::min<int64_t>(context_length, INT32_MAX));
+  }
+  if (*resolved.max_context_tokens <= 0) {
+    return InvalidArgument("max_context_tokens must be positive");
+  }
+  if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
+  return resolved;
+}
+
 KvViews ViewsOf(const kv::KvCacheManager& kv) {
   KvViews views;
   views.paged.resize(kv.num_groups());

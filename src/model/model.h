@@ -19,6 +19,7 @@
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
 #include "core/thread_pool.h"
 #include "kv/kv_cache_manager.h"
 #include "tensor/kv_view.h"
@@ -60,6 +61,10 @@ struct LoadOptions {
   std::optional<int32_t> max_context_tokens;  // longest sequence; default the context length
   int max_threads = 0;                        // largest ThreadPool used; 0 = DefaultThreadCount()
 };
+
+// options with its defaults filled in: max_context_tokens = the model's context length,
+// max_threads = DefaultThreadCount(). InvalidArgument for non-positive sizes.
+Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t context_length);
 
 class Model {
  public:

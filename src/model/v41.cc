@@ -24,16 +24,7 @@ Result<std::unique_ptr<V41Model>> V41Model::Load(std::shared_ptr<const gguf::Ggu
   CHECK(file != nullptr);
   KV_ASSIGN_OR_RETURN(V41Config config, ReadV41Config(*file));
   if (!config.has_weights) return InvalidArgument("the model file has no weights (shape only)");
-  LoadOptions resolved = options;
-  if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
-  if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens =
-        static_cast<int32_t>(std::min<int64_t>(config.context_length, INT32_MAX));
-  }
-  if (*resolved.max_context_tokens <= 0) {
-    return InvalidArgument("max_context_tokens must be positive");
-  }
-  if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
+  KV_ASSIGN_OR_RETURN(LoadOptions resolved, ResolveLoadOptions(options, config.context_length));
   return std::unique_ptr<V41Model>(new V41Model(std::move(file), std::move(config), resolved));
 }
 

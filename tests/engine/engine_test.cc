@@ -1,4 +1,4 @@
-// Engine bookkeeping with the fake runner (real K/V traffic through block tables, no weights):
+// Engine bookkeeping with the fake model (real K/V traffic through block tables, no weights):
 // preemption and resumption under tiny KV budgets, errors, metrics, the async front.
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Helpers for engine tests: engines over the fake runner or a GGUF file, and a driver that
+// Helpers for engine tests: engines over the fake model or a GGUF file, and a driver that
 // runs requests to completion and collects every token output.
 #pragma once
 

@@ -68,7 +68,7 @@ TEST_F(V41Gguf, PlannerUsesTheServersConfig) {
     for (const char* dtype : {"auto", "fp4"}) {  // trained formats ignore the flag
       Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 1024, chunk, dtype);
       ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-      // What engine/v41_runner.cc builds at startup.
+      // What engine::ResolveKvLayout builds at startup.
       ExpectSameConfig(*planned, model::MakeV41KvLayout(*v41, 16, 1024, chunk).kv_config);
     }
   }
