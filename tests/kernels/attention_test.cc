@@ -21,6 +21,7 @@
 #include "kernels/attention_reference.h"
 #include "kernels/cpu/attention_exp.h"
 #include "kernels/cpu/kv_dequant.h"
+#include "tensor/quant.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -189,6 +190,57 @@ TEST(PagedAttentionTest, SplitDecodeMatchesReference) {
     const std::vector<std::pair<int32_t, int32_t>> two = {{1200, 3}, {700, 1}};
     CheckAgainstReference(rng, shape, dtype, 16, two);
     if (HasFatalFailure()) return;
+  }
+}
+
+// With one visible key the output is that key's V exactly (weight exp(0) = 1), so attention
+// must return every stored V as tensor::DequantizeRow reads it: here raw bytes, all codes of
+// each format (FP8 and F16 NaN, subnormal and extreme scales included), every target.
+TEST(PagedAttentionTest, ReadsEveryStoredCodeAsTheReferenceConverter) {
+  std::mt19937 rng(5);
+  for (DType dtype : kKvTypes) {
+    const int hd = 64;
+    const AttentionShape shape{.num_heads = 1, .num_kv_heads = 1, .head_dim = hd, .scale = 1.0f,
+                               .window = 1};
+    const int32_t positions = 2048;
+    Cache cache(1, hd, dtype, 16, positions / 16);
+    std::vector<int32_t> table(positions / 16);
+    std::iota(table.begin(), table.end(), 0);
+    const size_t segment = cache.view.segment_bytes;
+    for (int32_t p = 0; p < positions; ++p) {
+      std::memset(cache.view.KSegment(0, p / 16, p % 16, 0), 0, segment);  // scores 0
+      auto* v = reinterpret_cast<uint8_t*>(cache.view.VSegment(0, p / 16, p % 16, 0));
+      for (size_t b = 0; b < segment; ++b) v[b] = static_cast<uint8_t>(p * segment + b);
+      if (p % 3 == 0) {  // random scale bytes too
+        for (size_t b = 0; b < segment; ++b) v[b] = static_cast<uint8_t>(rng());
+      }
+    }
+    std::vector<AttentionSequence> seqs;
+    for (int32_t p = 0; p < positions; ++p) {
+      seqs.push_back({p, 1, p, std::span<const int32_t>(table).first(p / 16 + 1)});
+    }
+    const std::vector<float> q(positions * hd, 0.0f);  // K bytes are irrelevant: zero query
+    std::vector<float> want(hd);
+    for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+      hwy::SetSupportedTargetsForTest(target);
+      hwy::SupportedTargets();
+      ThreadPool pool(2);
+      AttentionScratch scratch(shape, positions, 2);
+      std::vector<float> out(positions * hd);
+      PagedAttention(shape, cache.view, 0, seqs, q.data(), out.data(), pool, scratch);
+      for (int32_t p = 0; p < positions; ++p) {
+        tensor::DequantizeRow(dtype, cache.view.VSegment(0, p / 16, p % 16, 0), want.data(), hd);
+        for (int d = 0; d < hd; ++d) {
+          const float got = out[p * hd + d];
+          // out = fma(1, v, +0) * 1: v itself, except that -0 becomes +0.
+          ASSERT_TRUE(std::isnan(want[d]) ? std::isnan(got) : SameBits(got, want[d] + 0.0f))
+              << tensor::DTypeName(dtype) << " on " << AttentionTargetName() << " position " << p
+              << " value " << d << ": " << got << " vs " << want[d];
+        }
+      }
+    }
+    hwy::SetSupportedTargetsForTest(0);
+    hwy::SupportedTargets();
   }
 }
 

@@ -5,6 +5,8 @@
 HWY_BEFORE_NAMESPACE();
 namespace kvserve::kernels::HWY_NAMESPACE {
 
+constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the one computed
+
 // Queries (r, g) of an item (row r of the tile, query head g of the kv head's group) are
 // numbered r * group + g; their vectors sit at t.queries + i * padded_hd, zero-padded.
 HWY_INLINE void LoadQueries(const internal::AttentionCall& c, const AttentionSequence& seq,
@@ -77,6 +79,10 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const AttentionScratch::Split* split =
       item.split >= 0 ? &c.scratch->splits()[item.split] : nullptr;
   LoadQueries(c, seq, item, padded_hd, t.queries);
+  const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
+  PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, item_lo,
+                std::min(item_lo / kChunk * kChunk + kPrefetchChunks * kChunk,
+                         std::min(item.part_end * kPartition, last + 1)));
   if (!split) ResetStates(t.total, queries, sf, padded_hd);
   for (int32_t part = item.part_begin; part < item.part_end; ++part) {
     float* states = split ? c.split_states + (split->first_state +
@@ -90,9 +96,12 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       const int32_t hi = std::min(c0 + kChunk, key_hi);
       ConvertChunk(kv, c.layer, seq.block_table, item.kv_head, hd, padded_hd, c0, lo, hi, t.keys,
                    t.values, t.staging);
-      if (hi < key_hi || part + 1 < item.part_end) {
-        PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, hi,
-                      std::min(hi + kChunk, last + 1));
+      // Keeps kPrefetchChunks chunks in flight: one head's keys of a block are only a short
+      // run (2 KiB at 64 f16 dims), too short for the hardware prefetcher to ramp up.
+      const int32_t ahead = c0 + kPrefetchChunks * kChunk;
+      if (ahead < key_hi || part + 1 < item.part_end) {
+        PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, ahead,
+                      std::min(ahead + kChunk, last + 1));
       }
       for (int r = 0; r < item.count; ++r) {
         const int32_t pos = pos0 + r;
