@@ -138,58 +138,75 @@ HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float s
 #endif
 }
 
-// acc[0, kV * kN) = acc * alpha (unless alpha == 1), then += p[j] * values[j] for j in [a, b).
-template <int kV>
-HWY_INLINE void AccumulateValues(float* acc, const float* values, int padded_hd, const float* p,
-                                 int a, int b, float alpha) {
+// For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
+// acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
+template <int kQ, int kV>
+HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* values,
+                                 int padded_hd, const float (*p)[kLanes], const float* alpha,
+                                 int a, int b) {
   const DF d;
-  VF sum[kV];
-  for (int v = 0; v < kV; ++v) sum[v] = hn::LoadU(d, acc + v * kN);
-  if (alpha != 1.0f) {
-    for (int v = 0; v < kV; ++v) sum[v] = hn::Mul(sum[v], hn::Set(d, alpha));
+  VF sum[kQ][kV];
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) sum[i][v] = hn::LoadU(d, acc[i] + offset + v * kN);
+    if (alpha[i] != 1.0f) {
+      for (int v = 0; v < kV; ++v) sum[i][v] = hn::Mul(sum[i][v], hn::Set(d, alpha[i]));
+    }
   }
   for (int j = a; j < b; ++j) {
-    const VF pj = hn::Set(d, p[j]);
-    const float* row = values + static_cast<int64_t>(j) * padded_hd;
-    for (int v = 0; v < kV; ++v) sum[v] = Fma(pj, hn::LoadU(d, row + v * kN), sum[v]);
+    const float* row = values + static_cast<int64_t>(j) * padded_hd + offset;
+    VF value[kV];
+    for (int v = 0; v < kV; ++v) value[v] = hn::LoadU(d, row + v * kN);
+    for (int i = 0; i < kQ; ++i) {
+      const VF pj = hn::Set(d, p[i][j]);
+      for (int v = 0; v < kV; ++v) sum[i][v] = Fma(pj, value[v], sum[i][v]);
+    }
   }
-  for (int v = 0; v < kV; ++v) hn::StoreU(sum[v], d, acc + v * kN);
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) hn::StoreU(sum[i][v], d, acc[i] + offset + v * kN);
+  }
 }
 
-// One online-softmax step of one query over tile keys [a, b) (attention.h).
-HWY_INLINE void UpdateChunk(const float* q, const float* keys, const float* values,
-                            int padded_hd, float scale, int a, int b, float* state) {
+// One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
+// q[i] (padded_hd floats) updates the state at state[i].
+template <int kQ>
+HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
+                             const float* values, int padded_hd, float scale, int a, int b) {
   const DF d;
   const hn::RebindToSigned<DF> di;
-  VF s[kVecs];
-  Scores(q, keys, padded_hd, scale, s);
-  VF chunk_max = hn::Set(d, kNegInf);
-  for (int v = 0; v < kVecs; ++v) {
-    const auto index = hn::Iota(di, v * static_cast<int>(kN));
-    const auto visible = hn::And(hn::Lt(hn::Set(di, a - 1), index), hn::Lt(index, hn::Set(di, b)));
-    s[v] = hn::IfThenElse(hn::RebindMask(d, visible), s[v], hn::Set(d, kNegInf));
-    chunk_max = hn::Max(chunk_max, s[v]);
+  HWY_ALIGN float p[kQ][kLanes];
+  float alpha[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    VF s[kVecs];
+    Scores(q[i], keys, padded_hd, scale, s);
+    VF chunk_max = hn::Set(d, kNegInf);
+    for (int v = 0; v < kVecs; ++v) {
+      const auto index = hn::Iota(di, v * static_cast<int>(kN));
+      const auto visible =
+          hn::And(hn::Lt(hn::Set(di, a - 1), index), hn::Lt(index, hn::Set(di, b)));
+      s[v] = hn::IfThenElse(hn::RebindMask(d, visible), s[v], hn::Set(d, kNegInf));
+      chunk_max = hn::Max(chunk_max, s[v]);
+    }
+    float* lsum = state[i] + padded_hd;
+    float& m = state[i][padded_hd + kLanes];
+    const float new_max = std::max(m, hn::GetLane(hn::MaxOfLanes(d, chunk_max)));
+    alpha[i] = new_max == m ? 1.0f : ExpScalar(m - new_max);
+    for (int v = 0; v < kVecs; ++v) {
+      const VF pv = Exp(hn::Sub(s[v], hn::Set(d, new_max)));
+      hn::Store(pv, d, p[i] + v * kN);
+      const VF l = hn::LoadU(d, lsum + v * kN);
+      hn::StoreU(alpha[i] == 1.0f ? hn::Add(l, pv) : Fma(l, hn::Set(d, alpha[i]), pv), d,
+                 lsum + v * kN);
+    }
+    m = new_max;
   }
-  float* lsum = state + padded_hd;
-  float& m = state[padded_hd + kLanes];
-  const float new_max = std::max(m, hn::GetLane(hn::MaxOfLanes(d, chunk_max)));
-  const float alpha = new_max == m ? 1.0f : ExpScalar(m - new_max);
-  HWY_ALIGN float p[kLanes];
-  for (int v = 0; v < kVecs; ++v) {
-    const VF pv = Exp(hn::Sub(s[v], hn::Set(d, new_max)));
-    hn::Store(pv, d, p + v * kN);
-    const VF l = hn::LoadU(d, lsum + v * kN);
-    hn::StoreU(alpha == 1.0f ? hn::Add(l, pv) : Fma(l, hn::Set(d, alpha), pv), d, lsum + v * kN);
-  }
-  m = new_max;
+  constexpr int kBlockVecs = 4;  // value vectors per pass: 16 accumulators for 4 queries
   int c = 0;
-  for (; c + 8 * static_cast<int>(kN) <= padded_hd; c += 8 * kN) {
-    AccumulateValues<8>(state + c, values + c, padded_hd, p, a, b, alpha);
+  for (; c + kBlockVecs * static_cast<int>(kN) <= padded_hd; c += kBlockVecs * kN) {
+    AccumulateValues<kQ, kBlockVecs>(state, c, values, padded_hd, p, alpha, a, b);
   }
-  for (; c + 4 * static_cast<int>(kN) <= padded_hd; c += 4 * kN) {
-    AccumulateValues<4>(state + c, values + c, padded_hd, p, a, b, alpha);
+  for (; c < padded_hd; c += kN) {
+    AccumulateValues<kQ, 1>(state, c, values, padded_hd, p, alpha, a, b);
   }
-  for (; c < padded_hd; c += kN) AccumulateValues<1>(state + c, values + c, padded_hd, p, a, b, alpha);
 }
 
 // total = the fold of total and part (attention.h). note: part saw at least one key.

@@ -59,7 +59,7 @@ SeqParts PartitionsOf(const AttentionShape& shape, const AttentionSequence& s, i
   return {internal::WindowStart(shape, pos0) / kPartition, (pos0 + count - 1) / kPartition + 1};
 }
 
-// Work items of a step (attention.h), the most expensive first. Sequences are split into
+// Work items of a step (attention.h). Sequences are split into
 // partition items only when the step has fewer than kMinItemsPerThread items per thread
 // otherwise, and only those with at most kSplitMaxTokens tokens (decodes). Which items exist
 // changes no result: a query's arithmetic is the same in any item.
@@ -115,8 +115,12 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
     const int32_t hi = std::min(it.part_end * kPartition, last + 1);
     return static_cast<int64_t>(hi - lo) * it.count;
   };
-  std::stable_sort(items.begin(), items.end(),
-                   [&](const auto& x, const auto& y) { return cost(x) > cost(y); });
+  // kv head by kv head, so that a thread's consecutive items reuse one head's K/V from its
+  // cache (a prefill tile reads every earlier key of its head), and within a head the most
+  // expensive first.
+  std::stable_sort(items.begin(), items.end(), [&](const auto& x, const auto& y) {
+    return x.kv_head != y.kv_head ? x.kv_head < y.kv_head : cost(x) > cost(y);
+  });
 }
 
 }  // namespace

@@ -103,17 +103,38 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
         PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, ahead,
                       std::min(ahead + kChunk, last + 1));
       }
+      // Queries with the same visible keys [a, b) go through the chunk in fours (all of a
+      // row's GQA group, and all rows whose window covers the chunk, share them).
+      const float* qs[4];
+      float* ss[4];
+      int n = 0;
+      int batch_a = 0, batch_b = 0;
+      auto flush = [&] {
+        switch (n) {
+          case 4: UpdateChunks<4>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 3: UpdateChunks<3>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 2: UpdateChunks<2>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 1: UpdateChunks<1>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          default: break;
+        }
+        n = 0;
+      };
       for (int r = 0; r < item.count; ++r) {
         const int32_t pos = pos0 + r;
         const int a = std::max(lo, internal::WindowStart(shape, pos)) - c0;
         const int b = std::min(hi, pos + 1) - c0;
         if (a >= b) continue;
         for (int g = 0; g < group; ++g) {
+          if (n > 0 && (a != batch_a || b != batch_b)) flush();
           const int i = r * group + g;
-          UpdateChunk(t.queries + static_cast<int64_t>(i) * padded_hd, t.keys, t.values,
-                      padded_hd, shape.scale, a, b, states + static_cast<int64_t>(i) * sf);
+          qs[n] = t.queries + static_cast<int64_t>(i) * padded_hd;
+          ss[n] = states + static_cast<int64_t>(i) * sf;
+          batch_a = a;
+          batch_b = b;
+          if (++n == 4) flush();
         }
       }
+      flush();
     }
     if (split) continue;
     for (int i = 0; i < queries; ++i) {
