@@ -29,9 +29,11 @@ namespace kvserve::kv {
 class KvArena {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
 
-  // Allocates num_blocks * block_bytes bytes aligned to kAlignment when allocate_memory is
-  // true; otherwise only records the sizes.
+  // Allocates num_blocks * block_bytes bytes aligned to kAlignment (to kHugePage, with
+  // transparent huge pages requested, from 2 MiB on) when allocate_memory is true; otherwise
+  // only records the sizes.
   KvArena(int64_t block_bytes, int64_t num_blocks, bool allocate_memory);
 
   int64_t block_bytes() const { return block_bytes_; }

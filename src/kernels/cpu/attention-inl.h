@@ -1,4 +1,5 @@
-// Per-target paged attention (re-included once per Highway target by attention.cc).
+// Per-target attention arithmetic (re-included once per Highway target by attention.cc and
+// latent_attention.cc): K/V conversion, the 16-key chunk step, the partition fold.
 //
 // Implements the numerics contract of attention.h with "16 logical lanes": one AVX-512
 // register, two AVX2 registers, four SSE4 registers or sixteen scalars, lane by lane the same
@@ -242,7 +243,5 @@ HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out) 
 
 }  // namespace kvserve::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
-
-#include "kernels/cpu/attention_item-inl.h"
 
 #endif  // include guard

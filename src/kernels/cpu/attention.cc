@@ -5,6 +5,7 @@
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 #include "hwy/highway.h"
 #include "kernels/cpu/attention-inl.h"
+#include "kernels/cpu/attention_item-inl.h"
 
 #if HWY_ONCE
 #include <algorithm>

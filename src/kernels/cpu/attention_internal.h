@@ -1,5 +1,5 @@
-// What attention.cc hands to the per-target attention code (attention-inl.h): one step's
-// call, shared by every thread. Not a public API.
+// What attention.cc and latent_attention.cc hand to their per-target code: one step's call,
+// shared by every thread. Not a public API.
 #pragma once
 
 #include <atomic>
@@ -7,6 +7,7 @@
 #include <span>
 
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/latent_attention.h"
 
 namespace kvserve::kernels::internal {
 
@@ -23,6 +24,21 @@ struct AttentionCall {
   float* split_states;                  // AttentionScratch::SplitStates of this step
   std::atomic<int32_t>* split_counters;  // AttentionScratch::SplitCounters of this step
   std::atomic<size_t> next{0};          // first unclaimed item
+};
+
+// The same for HybridAttention (latent_attention-inl.h).
+struct HybridCall {
+  const HybridAttentionShape* shape;
+  const tensor::PagedKvView* window;
+  int window_slot;
+  const tensor::PagedLatentView* latent;
+  int latent_slot;
+  std::span<const HybridSequence> seqs;
+  const float* q;
+  const float* q_idx;
+  const float* idx_w;
+  float* out;
+  HybridAttentionScratch* scratch;
 };
 
 inline int32_t WindowStart(const AttentionShape& shape, int32_t pos) {

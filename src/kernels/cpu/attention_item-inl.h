@@ -1,6 +1,14 @@
-// Per-target attention work items (included by attention-inl.h once per Highway target): the
+// Per-target attention work items (included by attention.cc once per Highway target): the
 // walk over partitions and chunks of one item, the fold of split sequences, and the worker
 // loop that claims items.
+#if defined(KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#undef KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#else
+#define KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#endif
+
+#include "kernels/cpu/attention-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace kvserve::kernels::HWY_NAMESPACE {
@@ -164,3 +172,5 @@ const char* AttentionTarget() {
 
 }  // namespace kvserve::kernels::HWY_NAMESPACE
 HWY_AFTER_NAMESPACE();
+
+#endif  // include guard
