@@ -1,11 +1,13 @@
 // HybridAttention (kernels/cpu/latent_attention.h) against a naive float64 reference over dense
 // contiguous rows (quantized only as the cache stores them), including the indexer's selection,
-// its tie rule and the candidate stage.
+// its tie rule and the candidate stage; bit-identical across thread counts and SIMD targets.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -195,6 +197,17 @@ void CheckAgainstReference(const HybridAttentionShape& s, int tokens, bool same_
   HybridAttention(s, c.window, 0, &c.latent, 0, seqs, in.q.data(), in.q_idx.data(), in.w.data(),
                   out3.data(), three, scratch);
   EXPECT_EQ(out, out3) << "thread count changed the result";
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {  // and no SIMD target does
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::SupportedTargets();
+    std::vector<float> other(in.q.size());
+    HybridAttention(s, c.window, 0, &c.latent, 0, seqs, in.q.data(), in.q_idx.data(), in.w.data(),
+                    other.data(), three, scratch);
+    EXPECT_EQ(std::memcmp(other.data(), out.data(), out.size() * sizeof(float)), 0)
+        << "SIMD target " << hwy::TargetName(target) << " changed the result";
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::SupportedTargets();
   std::vector<int32_t> selected(s.top_k);
   int num_selections = 0;
   for (int r = 0; r < rows; ++r) {
