@@ -62,8 +62,9 @@ Result<engine::EngineConfig> ResolveEngineFlags(const EngineFlags& f) {
     KV_ASSIGN_OR_RETURN(c.offload, offload::OffloadConfigFromSize(f.kv_offloading_size));
   }
   if (c.offload && !c.enable_prefix_caching) {
-    return InvalidArgument("KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
-                           "prefix caching; drop --no-enable-prefix-caching");
+    return InvalidArgument(
+        "KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
+        "prefix caching; drop --no-enable-prefix-caching");
   }
   return c;
 }

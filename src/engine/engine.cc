@@ -30,22 +30,26 @@ bool FitsOneRequest(kv::KvCacheConfig config, uint64_t budget_bytes, int64_t max
 Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t budget_bytes,
                                    int64_t context_length, std::optional<int64_t> requested) {
   if (requested && (*requested < 1 || *requested > context_length)) {
-    return InvalidArgument(fmt::format("--max-model-len {} is outside [1, {}] (the model's "
-                                       "context length)", *requested, context_length));
+    return InvalidArgument(
+        fmt::format("--max-model-len {} is outside [1, {}] (the model's "
+                    "context length)",
+                    *requested, context_length));
   }
   const int64_t want = requested.value_or(context_length);
   if (FitsOneRequest(config, budget_bytes, want)) return want;
   if (requested || !FitsOneRequest(config, budget_bytes, 1)) {
     return InvalidArgument(fmt::format(
         "the KV cache budget of {} cannot hold one request of {} tokens (--max-model-len); "
-        "raise --kv-cache-memory or lower --max-model-len", FormatBytes(budget_bytes), want));
+        "raise --kv-cache-memory or lower --max-model-len",
+        FormatBytes(budget_bytes), want));
   }
   int64_t lo = 1, hi = want;  // lo fits, hi does not
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
     (FitsOneRequest(config, budget_bytes, mid) ? lo : hi) = mid;
   }
-  KV_LOG(WARNING, "the KV cache budget of {} holds at most {} tokens for one request, fewer "
+  KV_LOG(WARNING,
+         "the KV cache budget of {} holds at most {} tokens for one request, fewer "
          "than the model's context length {}: lowering --max-model-len to {}",
          FormatBytes(budget_bytes), lo, context_length, lo);
   return lo;
@@ -95,8 +99,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
   if (config.NumThreads() < 1) return InvalidArgument("--threads must be at least 1");
   const uint64_t budget = config.KvBudgetBytes();
   if (config.offload && !kv_options.enable_prefix_caching) {
-    return InvalidArgument("KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
-                           "prefix caching; drop --no-enable-prefix-caching");
+    return InvalidArgument(
+        "KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
+        "prefix caching; drop --no-enable-prefix-caching");
   }
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(kv_config, budget, kv_options));
@@ -110,9 +115,8 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
             *config.offload, offload::MakeRecordIdentity(kv_config, kv_options.fingerprint)),
         kv.get());
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(kv),
-                                            std::move(connector), config,
-                                            kv_config.max_model_len, eos_token_id));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(kv), std::move(connector),
+                                            config, kv_config.max_model_len, eos_token_id));
 }
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
@@ -140,8 +144,8 @@ Status Engine::ValidateRequest(const EngineRequest& request) const {
   if (num_prompt == 0) return InvalidArgument("the prompt is empty");
   for (int32_t t : request.prompt) {
     if (t < 0 || t >= vocab_size()) {
-      return InvalidArgument(fmt::format("prompt token {} is outside the vocabulary [0, {})", t,
-                                         vocab_size()));
+      return InvalidArgument(
+          fmt::format("prompt token {} is outside the vocabulary [0, {})", t, vocab_size()));
     }
   }
   const int64_t max_len = max_model_len();
@@ -176,9 +180,8 @@ void Engine::AddRequest(RequestId id, ValidRequest valid) {
       {id, std::move(request.prompt), max_tokens, std::move(request.cache_salt)});
   RequestState& state = states_[id];
   state.params = std::move(request.params);
-  state.seed = sampling::ResolveSeed(state.params.seed, request.request_id.empty()
-                                                            ? std::to_string(id)
-                                                            : request.request_id);
+  state.seed = sampling::ResolveSeed(
+      state.params.seed, request.request_id.empty() ? std::to_string(id) : request.request_id);
   state.arrival = Clock::now();
 }
 
@@ -208,11 +211,10 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
   batch_.sequences.clear();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = plan.scheduled[i];
-    batch_.sequences.push_back(
-        {s.tokens, static_cast<int32_t>(s.num_computed_tokens),
-         std::span<const std::span<const int32_t>>(block_tables_).subspan(i * num_groups,
-                                                                          num_groups),
-         s.needs_sample});
+    batch_.sequences.push_back({s.tokens, static_cast<int32_t>(s.num_computed_tokens),
+                                std::span<const std::span<const int32_t>>(block_tables_)
+                                    .subspan(i * num_groups, num_groups),
+                                s.needs_sample});
   }
 }
 
@@ -231,8 +233,8 @@ std::vector<scheduler::SampledToken> Engine::SampleAll(const scheduler::Schedule
       const scheduler::Request& r = *scheduler_->Find(jobs[i]->id);
       const RequestState& state = states_.at(jobs[i]->id);
       const std::span<const float> logits(logits_.data() + i * vocab, vocab);
-      results[i] = samplers_[thread].Sample(logits, state.params, {r.Prompt(), r.Output()},
-                                            state.seed);
+      results[i] =
+          samplers_[thread].Sample(logits, state.params, {r.Prompt(), r.Output()}, state.seed);
     }
   });
   std::vector<scheduler::SampledToken> sampled;
@@ -281,9 +283,10 @@ std::vector<RequestOutput> Engine::CollectOutputs(
                            [&](const RequestOutput& o) { return o.id == f.id; });
     if (it == outputs.end()) {
       auto state = states_.find(f.id);
-      it = outputs.insert(outputs.end(),
-                          RequestOutput{f.id, {}, {}, "",
-                                        state == states_.end() ? 0 : state->second.num_cached_tokens});
+      it = outputs.insert(
+          outputs.end(),
+          RequestOutput{
+              f.id, {}, {}, "", state == states_.end() ? 0 : state->second.num_cached_tokens});
     }
     it->finish = f.reason;
     it->error = f.message;

@@ -5,10 +5,10 @@
 // Owns the model, the KV cache manager, the scheduler, the sampler, the thread pool
 // and, per request, its sampling parameters, seed and timestamps.
 // Determinism (DESIGN.md section 5): a request's logits depend only on its own tokens (the
-// model's contract, model/model.h) and its draws only on (seed, position) (sampling/rng.h), so its tokens and
-// logprobs are the same alone or batched, however chunked, preempted or served from the prefix
-// cache, with any thread count.
-// Thread safety: none; one thread calls everything (ValidateRequest excepted).
+// model's contract, model/model.h) and its draws only on (seed, position) (sampling/rng.h), so its
+// tokens and logprobs are the same alone or batched, however chunked, preempted or served from the
+// prefix cache, with any thread count. Thread safety: none; one thread calls everything
+// (ValidateRequest excepted).
 #pragma once
 
 #include <chrono>
@@ -53,9 +53,7 @@ struct EngineConfig {
   std::optional<offload::OffloadConfig> offload;
 
   // kv_cache_bytes, or kv::DefaultCpuKvBudgetBytes().
-  uint64_t KvBudgetBytes() const {
-    return kv_cache_bytes.value_or(kv::DefaultCpuKvBudgetBytes());
-  }
+  uint64_t KvBudgetBytes() const { return kv_cache_bytes.value_or(kv::DefaultCpuKvBudgetBytes()); }
   // num_threads, or DefaultThreadCount() (every core).
   int NumThreads() const { return num_threads.value_or(DefaultThreadCount()); }
 };
@@ -78,7 +76,7 @@ struct RequestOutput {
   RequestId id = 0;
   std::optional<TokenOutput> token;
   std::optional<FinishReason> finish;
-  std::string error;  // for kError
+  std::string error;              // for kError
   int64_t num_cached_tokens = 0;  // prompt tokens served from a cache tier at admission
 };
 
@@ -164,7 +162,7 @@ class Engine {
   std::unique_ptr<kv::KvCacheManager> kv_;
   std::unique_ptr<offload::TieredKvConnector> connector_;  // null without tiers; uses kv_
   std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
-  model::KvViews kv_views_;  // of every group; the arenas never move
+  model::KvViews kv_views_;                                // of every group; the arenas never move
   ThreadPool pool_;
   std::vector<sampling::Sampler> samplers_;  // one per pool thread (scratch buffers)
   std::optional<int32_t> eos_token_id_;
@@ -174,8 +172,8 @@ class Engine {
   // Per-step buffers, reused.
   model::Batch batch_;
   std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups): batch_'s tables
-  std::vector<float> logits_;             // (max_num_seqs, vocab)
-  std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
+  std::vector<float> logits_;                           // (max_num_seqs, vocab)
+  std::vector<TokenOutput> step_tokens_;                // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;
 };
 

@@ -63,7 +63,8 @@ Activations::Activations(int64_t t, int64_t dim, int64_t ffn_dim)
 void NormRows(const float* weight, const float* in, float* out, int64_t rows, int64_t dim,
               float eps, ThreadPool& pool) {
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) kernels::RmsNorm(in + t * dim, weight, out + t * dim, dim, eps);
+    for (size_t t = begin; t < end; ++t)
+      kernels::RmsNorm(in + t * dim, weight, out + t * dim, dim, eps);
   });
 }
 
@@ -104,8 +105,7 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       kernels::Rope(*layer.rope, buf.q.data() + t * q_row, shape.num_heads, rows.positions[t]);
-      kernels::Rope(*layer.rope, buf.k.data() + t * kv_row, shape.num_kv_heads,
-                    rows.positions[t]);
+      kernels::Rope(*layer.rope, buf.k.data() + t * kv_row, shape.num_kv_heads, rows.positions[t]);
     }
   });
   // 2. Store K/V in the cache, then 3. attend reading everything back as stored.
@@ -140,8 +140,8 @@ void GatedFfnBlock(const FfnWeights& w, float eps, int64_t n, Activations& act,
 }
 
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
-            const kernels::WeightMatrix& output, Activations& act,
-            kernels::MatMulScratch& scratch, ThreadPool& pool, float* logits) {
+            const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
+            ThreadPool& pool, float* logits) {
   const int64_t dim = output.cols;
   int64_t num_rows = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {

@@ -20,7 +20,8 @@ Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t conte
   LoadOptions resolved = options;
   if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
   if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens = static_cast<int32_t>(std::min<int64_t>(context_length, INT32_MAX));
+    resolved.max_context_tokens =
+        static_cast<int32_t>(std::min<int64_t>(context_length, INT32_MAX));
   }
   if (*resolved.max_context_tokens <= 0) {
     return InvalidArgument("max_context_tokens must be positive");

@@ -31,7 +31,8 @@ struct SequenceInput {
   std::span<const int32_t> tokens;  // this step's tokens, at least one
   int32_t start_pos = 0;            // position of tokens[0]
   // block_tables[g]: the sequence's blocks in KV group g, covering positions
-  // [0, start_pos + tokens.size()) (entry i holds positions [i * block_size, (i + 1) * block_size)).
+  // [0, start_pos + tokens.size()) (entry i holds positions [i * block_size, (i + 1) *
+  // block_size)).
   std::span<const std::span<const int32_t>> block_tables;
   bool want_logits = false;  // logits of its last token
 };
@@ -78,8 +79,7 @@ class Model {
   // note: batch.NumTokens() <= max_batch_tokens, positions < max_context_tokens, tokens in
   // [0, vocab_size), kv built from the model's KV layout, pool.num_threads() <= max_threads
   // (all CHECKed).
-  virtual void Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool,
-                       float* logits) = 0;
+  virtual void Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool, float* logits) = 0;
 };
 
 }  // namespace kvserve::model
