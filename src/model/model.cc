@@ -12,8 +12,9 @@ int64_t Batch::NumTokens() const {
 }
 
 int64_t Batch::NumLogitRows() const {
-  return std::count_if(sequences.begin(), sequences.end(),
-                       [](const SequenceInput& s) { return s.want_logits; });
+  int64_t n = 0;
+  for (const SequenceInput& s : sequences) n += s.num_logits;
+  return n;
 }
 
 Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t context_length) {
