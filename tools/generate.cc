@@ -98,6 +98,12 @@ nlohmann::json TokenJson(const tokenizer::Tokenizer& tok, const sampling::Sample
   return {{"id", r.token}, {"text", text}, {"logprob", r.logprob}, {"top_logprobs", top}};
 }
 
+// One --json line. A byte token's piece alone can be an incomplete UTF-8 sequence: those bytes
+// print as U+FFFD (dump() would throw).
+std::string JsonLine(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 // `kvserve-v41` models (model/v41.h) keep their KV in several groups: they run through the
 // engine (engine/v41_runner.h), which builds every group's block tables.
 Status RunWithEngine(const GenerateOptions& o) {
@@ -127,7 +133,7 @@ Status RunWithEngine(const GenerateOptions& o) {
         r.logprob = out.token->logprob;
         r.top_logprobs = out.token->top_logprobs;
         const std::string text = decoder.Push(r.token);
-        std::fputs(o.json ? (TokenJson(tok, r, text).dump() + "\n").c_str() : text.c_str(),
+        std::fputs(o.json ? JsonLine(TokenJson(tok, r, text)).c_str() : text.c_str(),
                    stdout);
         std::fflush(stdout);
       }
@@ -219,7 +225,7 @@ Status Run(GenerateOptions o) {
     generated.push_back(r.token);
     std::string text = decoder.Push(r.token);
     if (o.json) {
-      std::puts(TokenJson(tok, r, text).dump().c_str());
+      std::fputs(JsonLine(TokenJson(tok, r, text)).c_str(), stdout);
     } else {
       std::fputs(text.c_str(), stdout);
     }
