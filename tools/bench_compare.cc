@@ -171,6 +171,7 @@ Status RunCompare(CompareFlags f) {
   fmt::print("kvserve bench compare {} --threads {} --rounds {} --rows {} --decode-tokens {}\n",
              f.model, f.threads, f.rounds, f.rows, f.decode_tokens);
   PrintFacts(m, f.threads);
+  std::fflush(stdout);  // before the runs' progress lines on stderr
   const std::string work_dir = fs::temp_directory_path() / fmt::format("kvserve-compare-{}", ::getpid());
   fs::create_directories(work_dir);
   Samples kv, llama;
@@ -195,6 +196,7 @@ Status RunCompare(CompareFlags f) {
   }
   fs::remove_all(work_dir);
   PrintTable(rows, kv, llama, m);
+  fmt::print("load average at the end: {}\n", LoadAverage());
   return Status::Ok();
 }
 

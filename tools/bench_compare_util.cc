@@ -43,6 +43,13 @@ std::string CpuModel() {
 
 }  // namespace
 
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string one, five, fifteen;
+  in >> one >> five >> fifteen;
+  return one + " " + five + " " + fifteen;
+}
+
 double MeasureReadBandwidth(int threads) {
   constexpr size_t kBytes = size_t{1} << 30;
   const size_t words = kBytes / sizeof(uint64_t);
@@ -108,7 +115,8 @@ void PrintFacts(const MachineFacts& m, int threads) {
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  fmt::print("date: {}\nCPU: {}, {} threads for both sides\n", date, m.cpu_model, threads);
+  fmt::print("date: {}\nCPU: {}, {} threads for both sides; load average {}\n", date,
+             m.cpu_model, threads, LoadAverage());
   fmt::print("kvserve SIMD target: {}\nllama.cpp: {}\nmodel: {}\n", m.simd_target, m.llama_cpp,
              m.model_summary);
   fmt::print("memory read bandwidth ({} threads, 1 GiB, best of 3): {:.1f} GB/s\n", threads,

@@ -32,7 +32,10 @@ double MeasureReadBandwidth(int threads);
 // Gathers everything above (runs `node anchor.mjs info` in llama_cpp_dir for llama.cpp's).
 Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
                                  const std::string& llama_cpp_dir);
+// The header: date, CPU, threads and load average, versions, bandwidth and roof.
 void PrintFacts(const MachineFacts& m, int threads);
+// The load average now ("1.52 1.31 0.90"), for the record of the conditions.
+std::string LoadAverage();
 
 // Installs node-llama-cpp@3.21.1 into llama_cpp_dir (npm ci from its package-lock.json) when
 // it is not there yet; Unavailable with the reason when node or npm fail.
