@@ -55,17 +55,16 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t bud
   return lo;
 }
 
-Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config,
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const EngineConfig& config,
                                              const gguf::GgufFile* draft) {
   KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
   std::optional<model::ModelKvShape> draft_shape;
   if (draft != nullptr) {
     KV_ASSIGN_OR_RETURN(draft_shape, model::ReadModelKvShape(*draft));
   }
-  const int64_t context_length =
-      draft_shape ? std::min(shape.context_length, draft_shape->context_length)
-                  : shape.context_length;
+  const int64_t context_length = draft_shape
+                                     ? std::min(shape.context_length, draft_shape->context_length)
+                                     : shape.context_length;
   model::KvLayoutOptions options{config.kv_cache_dtype, config.block_size, context_length,
                                  config.max_num_batched_tokens};
   auto make = [&]() -> Result<model::ModelKvLayout> {  // at options.max_model_len
@@ -76,8 +75,8 @@ Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
   };
   KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context, make());
   KV_ASSIGN_OR_RETURN(options.max_model_len,
-                      ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(),
-                                         context_length, config.max_model_len));
+                      ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(), context_length,
+                                         config.max_model_len));
   return make();
 }
 
@@ -164,9 +163,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheM
           scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                      max_model_len},
           kv_.get(), connector_.get())),
-      draft_(draft ? std::make_unique<DraftModel>(std::move(draft->model), *kv_,
-                                                  draft->first_group, draft->first_layer,
-                                                  config.max_num_seqs)
+      draft_(draft ? std::make_unique<DraftModel>(std::move(draft->model), *kv_, draft->first_group,
+                                                  draft->first_layer, config.max_num_seqs)
                    : nullptr),
       kv_views_(draft ? model::SubViews(model::ViewsOf(*kv_), 0, draft->first_group, 0,
                                         draft->first_layer)
@@ -174,11 +172,12 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheM
       pool_(config.NumThreads()),
       samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(vocab_size())),
       eos_token_id_(eos),
-      logits_(static_cast<size_t>(std::min<int64_t>(
-                  config.max_num_batched_tokens,
-                  int64_t{config.max_num_seqs} *
-                      (1 + (config.speculative ? config.speculative->num_speculative_tokens : 0)))) *
-              static_cast<size_t>(model_->vocab_size())) {}
+      logits_(
+          static_cast<size_t>(std::min<int64_t>(
+              config.max_num_batched_tokens,
+              int64_t{config.max_num_seqs} *
+                  (1 + (config.speculative ? config.speculative->num_speculative_tokens : 0)))) *
+          static_cast<size_t>(model_->vocab_size())) {}
 
 Engine::~Engine() = default;
 
@@ -261,8 +260,8 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = plan.scheduled[i];
     const std::span<const std::span<const int32_t>> tables =
-        std::span<const std::span<const int32_t>>(block_tables_).subspan(i * num_groups,
-                                                                         num_groups);
+        std::span<const std::span<const int32_t>>(block_tables_)
+            .subspan(i * num_groups, num_groups);
     const int32_t num_logits = s.needs_sample ? static_cast<int32_t>(1 + s.num_draft_tokens) : 0;
     const int32_t start = static_cast<int32_t>(s.num_computed_tokens);
     batch_.sequences.push_back({s.tokens, start, tables.first(model_groups), num_logits});

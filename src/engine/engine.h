@@ -191,8 +191,8 @@ class Engine {
   RequestId next_id_ = 1;
 
   // Per-step buffers, reused.
-  model::Batch batch_;         // the model's groups' tables only
-  model::Batch all_groups_;    // every group's tables (the draft's too): DraftModel::Mirror
+  model::Batch batch_;       // the model's groups' tables only
+  model::Batch all_groups_;  // every group's tables (the draft's too): DraftModel::Mirror
   std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups)
   std::vector<float> logits_;  // (max_num_seqs * (1 + k) capped at the token budget, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
@@ -211,8 +211,7 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
 // `kvserve inspect` and the capacity tests all call this, so what they print is what serve
 // allocates. With a speculative draft model, its groups follow (model::AppendLayout) and the
 // budget holds both. InvalidArgument for a bad --kv-cache-dtype, block size or length.
-Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config,
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const EngineConfig& config,
                                              const gguf::GgufFile* draft = nullptr);
 
 }  // namespace kvserve::engine

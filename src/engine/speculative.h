@@ -49,8 +49,8 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view json);
 // max_drafts tokens, possibly none.
 // Example (min 2, max 3): tokens a b c d a b c -> the suffix "a b c" occurred at 0, followed by
 // "d a b c": drafts d a b (max_drafts 3).
-std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts,
-                                        int min_n, int max_n);
+std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts, int min_n,
+                                        int max_n);
 
 // Per-request adaptive state: when to draft, and the acceptance statistics.
 class DraftBackoff {
