@@ -72,6 +72,9 @@ const std::vector<std::string> kRowOrder = {"prefill-512",  "prefill-4096", "pre
 struct RunRates {
   double prefill_tokens_per_s = 0;
   double decode_tokens_per_s = 0;
+  // llama.cpp only: its own counters (time inside llama_decode, as llama-bench counts it).
+  double own_prefill_tokens_per_s = 0;
+  double own_decode_tokens_per_s = 0;
 };
 
 // kvserve's side: this binary's `bench throughput`, parsed.
@@ -109,7 +112,9 @@ Result<RunRates> RunLlamaCpp(const CompareFlags& f, const RunSpec& run, int roun
   try {
     const nlohmann::json j = nlohmann::json::parse(out);
     return RunRates{j.at("prefill_tokens_per_s").get<double>(),
-                    j.at("decode_tokens_per_s").get<double>()};
+                    j.at("decode_tokens_per_s").get<double>(),
+                    j.at("own_prefill_tokens_per_s").get<double>(),
+                    j.at("own_decode_tokens_per_s").get<double>()};
   } catch (const nlohmann::json::exception& e) {
     return Internal(std::string("bench.mjs printed no result: ") + e.what() + "\n" + out);
   }
@@ -118,10 +123,10 @@ Result<RunRates> RunLlamaCpp(const CompareFlags& f, const RunSpec& run, int roun
 // row -> per-round rates, for each side.
 using Samples = std::map<std::string, std::vector<double>>;
 
-void Record(const RunSpec& run, const RunRates& r, const std::set<std::string>& rows,
+void Record(const RunSpec& run, double prefill, double decode, const std::set<std::string>& rows,
             Samples& samples) {
-  if (rows.contains(run.prefill_row)) samples[run.prefill_row].push_back(r.prefill_tokens_per_s);
-  if (rows.contains(run.decode_row)) samples[run.decode_row].push_back(r.decode_tokens_per_s);
+  if (rows.contains(run.prefill_row)) samples[run.prefill_row].push_back(prefill);
+  if (rows.contains(run.decode_row)) samples[run.decode_row].push_back(decode);
 }
 
 Result<std::set<std::string>> ParseRows(const std::string& list) {
@@ -147,15 +152,20 @@ std::string RoofShare(const std::string& row, double median, const MachineFacts&
   return fmt::format("{:.0f}% of {:.0f}", 100 * median / roof, roof);
 }
 
+// The ratio compares wall-clock rates (what a user of either gets); "llama.cpp own" is the
+// same runs by llama.cpp's counters (no JavaScript round trip, no sampling), for reference.
 void PrintTable(const std::set<std::string>& rows, const Samples& kv, const Samples& llama,
-                const MachineFacts& m) {
+                const Samples& llama_own, const MachineFacts& m) {
   fmt::print("\n| row | kvserve tok/s (rounds) | llama.cpp tok/s (rounds) | kvserve median | "
-             "llama.cpp median | ratio | kvserve vs decode roof |\n|---|---|---|---|---|---|---|\n");
+             "llama.cpp median | ratio | llama.cpp own median | ratio to own | "
+             "kvserve vs decode roof |\n|---|---|---|---|---|---|---|---|---|\n");
   for (const std::string& row : kRowOrder) {
     if (!rows.contains(row) || !kv.contains(row) || !llama.contains(row)) continue;
     const double a = Median(kv.at(row)), b = Median(llama.at(row));
-    fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {} |\n", row, JoinRates(kv.at(row)),
-               JoinRates(llama.at(row)), a, b, a / b, RoofShare(row, a, m));
+    const double own = Median(llama_own.at(row));
+    fmt::print("| {} | {} | {} | {:.1f} | {:.1f} | {:.2f}x | {:.1f} | {:.2f}x | {} |\n", row,
+               JoinRates(kv.at(row)), JoinRates(llama.at(row)), a, b, a / b, own, a / own,
+               RoofShare(row, a, m));
   }
 }
 
@@ -174,7 +184,7 @@ Status RunCompare(CompareFlags f) {
   std::fflush(stdout);  // before the runs' progress lines on stderr
   const std::string work_dir = fs::temp_directory_path() / fmt::format("kvserve-compare-{}", ::getpid());
   fs::create_directories(work_dir);
-  Samples kv, llama;
+  Samples kv, llama, llama_own;
   for (int round = 1; round <= f.rounds; ++round) {
     for (const RunSpec& run : AllRuns(f.decode_tokens)) {
       if (!rows.contains(run.prefill_row) && !rows.contains(run.decode_row)) continue;
@@ -186,7 +196,11 @@ Status RunCompare(CompareFlags f) {
           fs::remove_all(work_dir);
           return r.status();
         }
-        Record(run, *r, rows, kvserve_turn ? kv : llama);
+        Record(run, r->prefill_tokens_per_s, r->decode_tokens_per_s, rows,
+               kvserve_turn ? kv : llama);
+        if (!kvserve_turn) {
+          Record(run, r->own_prefill_tokens_per_s, r->own_decode_tokens_per_s, rows, llama_own);
+        }
         fmt::print(stderr, "round {}: {} x {} + {}: {} prefill {:.1f} tok/s, decode {:.1f} tok/s\n",
                    round, run.sequences, run.prompt_len, run.gen,
                    kvserve_turn ? "kvserve" : "llama.cpp", r->prefill_tokens_per_s,
@@ -195,7 +209,7 @@ Status RunCompare(CompareFlags f) {
     }
   }
   fs::remove_all(work_dir);
-  PrintTable(rows, kv, llama, m);
+  PrintTable(rows, kv, llama, llama_own, m);
   fmt::print("load average at the end: {}\n", LoadAverage());
   return Status::Ok();
 }

@@ -23,9 +23,10 @@ TEST(BenchCompareTest, PrintsBothSidesAndTheirRatio) {
   EXPECT_NE(out->find("memory read bandwidth"), std::string::npos) << *out;
   EXPECT_NE(out->find("decode roof: "), std::string::npos) << *out;
   for (const char* row : {"prefill-512", "decode-0", "batch-16"}) {
-    // | row | kvserve rounds | llama.cpp rounds | median | median | ratio | roof |
+    // | row | kvserve rounds | llama.cpp rounds | median | median | ratio | own | ratio | roof |
     const std::regex line(std::string(R"(\| )") + row +
-                          R"( \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \|)");
+                          R"( \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+ \| [0-9.]+x \| )"
+                          R"([0-9.]+ \| [0-9.]+x \|)");
     EXPECT_TRUE(std::regex_search(*out, line)) << row << " missing in:\n" << *out;
   }
   Result<std::string> bad = RunKvserve("bench compare " + model + " --rows nope", dir.path());
