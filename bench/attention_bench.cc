@@ -9,6 +9,8 @@
 //   BM_AttentionDecodeBatch/<n>               n sequences of 512 positions decoding together
 //   BM_AttentionPrefill/<kv dtype>/<tokens>   one layer's causal attention of a prompt computed
 //                                             in 512-token chunks (tokens_per_s)
+//   BM_WriteKv/<kv dtype>                     WriteKv of 512 tokens' K and V rows into 12
+//                                             layers (tokens_per_s: tokens stored in all layers)
 // K/V are random, stored as the dtype stores them, blocks of 16 scattered over the arena.
 #include <benchmark/benchmark.h>
 
@@ -17,6 +19,7 @@
 #include <cstdlib>
 #include <numeric>
 #include <random>
+#include <span>
 #include <vector>
 
 #include "core/thread_pool.h"
@@ -141,6 +144,25 @@ void BM_AttentionPrefill(benchmark::State& state, tensor::DType dtype) {
   state.SetLabel(AttentionTargetName());
 }
 
+void BM_WriteKv(benchmark::State& state, tensor::DType dtype) {
+  constexpr int32_t kTokens = 512;
+  constexpr int kLayers = 12;
+  const AttentionShape shape = Shape(12, 12);
+  Cache big = MakeCache(shape, dtype, kLayers, 1, kTokens);
+  std::vector<float> k(static_cast<size_t>(kTokens) * big.view.row_elems);
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (float& x : k) x = normal(rng);
+  const AttentionSequence seq{0, kTokens, 0, big.tables[0]};
+  ThreadPool pool(kThreads);
+  for (auto _ : state) {
+    for (int l = 0; l < kLayers; ++l) WriteKv(big.view, l, std::span(&seq, 1), k.data(), k.data(), pool);
+    benchmark::DoNotOptimize(big.bytes.data());
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(
+      static_cast<double>(kTokens) * state.iterations(), benchmark::Counter::kIsRate);
+}
+
 BENCHMARK_CAPTURE(BM_AttentionDecode, f16, tensor::DType::kF16)
     ->Arg(256)->Arg(2048)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionDecode, bf16, tensor::DType::kBF16)
@@ -158,6 +180,13 @@ BENCHMARK_CAPTURE(BM_AttentionPrefill, f16, tensor::DType::kF16)
     ->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionPrefill, q8_0, tensor::DType::kQ8_0)
     ->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_WriteKv, f16, tensor::DType::kF16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_WriteKv, bf16, tensor::DType::kBF16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_WriteKv, q8_0, tensor::DType::kQ8_0)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_WriteKv, fp8, tensor::DType::kFP8_E4M3_E8M0_32)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK_CAPTURE(BM_WriteKv, fp4, tensor::DType::kFP4_E2M1_E4M3_16)
+    ->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 }  // namespace kvserve::kernels

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/kv_quantize.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -128,8 +129,8 @@ std::byte* Segment(const tensor::PagedKvView& kv, int layer, KvPart part, int32_
 void StoreKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
                 const float* row) {
   for (int g = 0; g < kv.num_segments(); ++g) {
-    tensor::QuantizeRow(kv.dtype, row + static_cast<int64_t>(g) * kv.segment_elems,
-                        Segment(kv, layer, part, block, slot, g), kv.segment_elems);
+    QuantizeKvRow(kv.dtype, row + static_cast<int64_t>(g) * kv.segment_elems,
+                  Segment(kv, layer, part, block, slot, g), kv.segment_elems);
   }
 }
 
