@@ -88,6 +88,46 @@ HWY_INLINE float TreeSum16(float* lanes) {
   return lanes[0];
 }
 
+// kt[d * 16 + j] = rows[j * row_stride + d] for the 16 rows j of a tile and d < hd rounded up
+// to 16: the keys of a chunk transposed, so that one vector holds dimension d of every key
+// (16 keys in 16 lanes). note: row_stride >= hd rounded up to 16.
+HWY_INLINE void TransposeKeys(const float* rows, int row_stride, int hd, float* kt) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  for (int d0 = 0; d0 < hd; d0 += 16) {
+    __m512 a[16], b[16];
+    for (int i = 0; i < 8; ++i) {  // rows 2i, 2i + 1 interleaved within each 128-bit lane
+      const __m512 x = _mm512_loadu_ps(rows + static_cast<int64_t>(2 * i) * row_stride + d0);
+      const __m512 y = _mm512_loadu_ps(rows + static_cast<int64_t>(2 * i + 1) * row_stride + d0);
+      a[2 * i] = _mm512_unpacklo_ps(x, y);
+      a[2 * i + 1] = _mm512_unpackhi_ps(x, y);
+    }
+    // b[4k + e], 128-bit lane L: element 4L + e of rows 4k .. 4k + 3.
+    for (int k = 0; k < 4; ++k) {
+      b[4 * k] = _mm512_shuffle_ps(a[4 * k], a[4 * k + 2], 0x44);
+      b[4 * k + 1] = _mm512_shuffle_ps(a[4 * k], a[4 * k + 2], 0xEE);
+      b[4 * k + 2] = _mm512_shuffle_ps(a[4 * k + 1], a[4 * k + 3], 0x44);
+      b[4 * k + 3] = _mm512_shuffle_ps(a[4 * k + 1], a[4 * k + 3], 0xEE);
+    }
+    // Output row 4L + e: lane L of b[e], b[4 + e], b[8 + e], b[12 + e] (a 4 x 4 lane transpose).
+    for (int e = 0; e < 4; ++e) {
+      const __m512 c0 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0x44);
+      const __m512 c1 = _mm512_shuffle_f32x4(b[e], b[4 + e], 0xEE);
+      const __m512 c2 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0x44);
+      const __m512 c3 = _mm512_shuffle_f32x4(b[8 + e], b[12 + e], 0xEE);
+      float* out = kt + static_cast<int64_t>(d0 + e) * 16;
+      _mm512_storeu_ps(out, _mm512_shuffle_f32x4(c0, c2, 0x88));
+      _mm512_storeu_ps(out + 4 * 16, _mm512_shuffle_f32x4(c0, c2, 0xDD));
+      _mm512_storeu_ps(out + 8 * 16, _mm512_shuffle_f32x4(c1, c3, 0x88));
+      _mm512_storeu_ps(out + 12 * 16, _mm512_shuffle_f32x4(c1, c3, 0xDD));
+    }
+  }
+#else
+  for (int d = 0; d < (hd + 15) / 16 * 16; ++d) {
+    for (int j = 0; j < kChunk; ++j) kt[d * kChunk + j] = rows[static_cast<int64_t>(j) * row_stride + d];
+  }
+#endif
+}
+
 // Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
 // as 16 logical lanes in s[0 .. kVecs).
 HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
@@ -139,6 +179,43 @@ HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float s
 #endif
 }
 
+// The same scores (bit for bit) for kP queries (1 or 2) from the tile's keys transposed in kt
+// (TransposeKeys): the contract's lane sums P_l (l < 16) for the 16 keys at once, one vector
+// over the keys each, then the halving tree as vector adds, with no shuffles. P_l and P_l+8
+// are computed one after the other and added at once (the tree's first level), so two
+// queries share each load of kt in 16 + 2 registers each. Worth the transposition when many
+// queries share the tile (a prefill tile, a GQA group); the padding rows of kt are zero.
+template <int kP>
+HWY_INLINE void ScoresTransposed(const float* const* q, const float* kt, int padded_hd,
+                                 float scale, VF (*s)[kVecs]) {
+  const DF d;
+  constexpr int kHalf = kLanes / 2;
+  for (int v = 0; v < kVecs; ++v) {
+    const float* col = kt + v * kN;
+    auto chain = [&](int l, VF* out) {  // out[i] = P_l of query i
+      const VF k = hn::LoadU(d, col + l * kChunk);
+      for (int i = 0; i < kP; ++i) out[i] = hn::Mul(hn::Set(d, q[i][l]), k);
+      for (int c = kLanes; c < padded_hd; c += kLanes) {
+        const VF kc = hn::LoadU(d, col + (c + l) * kChunk);
+        for (int i = 0; i < kP; ++i) out[i] = Fma(hn::Set(d, q[i][c + l]), kc, out[i]);
+      }
+    };
+    VF lanes[kHalf][kP];
+    for (int l = 0; l < kHalf; ++l) {
+      VF high[kP];
+      chain(l, lanes[l]);
+      chain(l + kHalf, high);
+      for (int i = 0; i < kP; ++i) lanes[l][i] = hn::Add(lanes[l][i], high[i]);
+    }
+    for (int width = kHalf / 2; width >= 1; width /= 2) {
+      for (int l = 0; l < width; ++l) {
+        for (int i = 0; i < kP; ++i) lanes[l][i] = hn::Add(lanes[l][i], lanes[l + width][i]);
+      }
+    }
+    for (int i = 0; i < kP; ++i) s[i][v] = hn::Mul(lanes[0][i], hn::Set(d, scale));
+  }
+}
+
 // For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
 // acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
 template <int kQ, int kV>
@@ -168,17 +245,29 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
 }
 
 // One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
-// q[i] (padded_hd floats) updates the state at state[i].
+// q[i] (padded_hd floats) updates the state at state[i]. keys, values: the tile's rows,
+// padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows.
 template <int kQ>
 HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
-                             const float* values, int padded_hd, float scale, int a, int b) {
+                             const float* kt, const float* values, int padded_hd, float scale,
+                             int a, int b) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN float p[kQ][kLanes];
   float alpha[kQ];
+  VF scores[kQ][kVecs];
+  for (int i = 0; i < kQ; i += 2) {
+    if (kt == nullptr) {
+      Scores(q[i], keys, padded_hd, scale, scores[i]);
+      if (i + 1 < kQ) Scores(q[i + 1], keys, padded_hd, scale, scores[i + 1]);
+    } else if (i + 1 < kQ) {
+      ScoresTransposed<2>(q + i, kt, padded_hd, scale, scores + i);
+    } else {
+      ScoresTransposed<1>(q + i, kt, padded_hd, scale, scores + i);
+    }
+  }
   for (int i = 0; i < kQ; ++i) {
-    VF s[kVecs];
-    Scores(q[i], keys, padded_hd, scale, s);
+    VF* s = scores[i];
     VF chunk_max = hn::Set(d, kNegInf);
     for (int v = 0; v < kVecs; ++v) {
       const auto index = hn::Iota(di, v * static_cast<int>(kN));

@@ -136,10 +136,10 @@ AttentionScratch::AttentionScratch(const AttentionShape& shape, int32_t max_cont
   const int64_t hd = shape.head_dim;
   padded_head_dim_ = static_cast<int>((hd + 15) / 16 * 16);
   const int64_t queries = kQueryTile * group;
-  // keys, values, staging, queries, part, total
-  const int64_t sizes[kBuffers] = {kKeyChunk * padded_head_dim_, kKeyChunk * padded_head_dim_,
-                                   hd + 64, queries * padded_head_dim_, queries * state_floats(),
-                                   queries * state_floats()};
+  // key_rows, keys, values, staging, queries, part, total
+  const int64_t tile = kKeyChunk * padded_head_dim_;
+  const int64_t sizes[kBuffers] = {tile, tile, tile, hd + 64, queries * padded_head_dim_,
+                                   queries * state_floats(), queries * state_floats()};
   floats_per_thread_ = 0;
   for (int i = 0; i < kBuffers; ++i) {
     offsets_[i] = floats_per_thread_;
@@ -153,8 +153,8 @@ AttentionScratch::Thread AttentionScratch::ForThread(int t) {
   // Aligned to 64 bytes: every buffer starts on a cache line.
   const uintptr_t address = reinterpret_cast<uintptr_t>(buffer_.data());
   float* base = buffer_.data() + ((64 - address % 64) % 64) / sizeof(float) + t * floats_per_thread_;
-  return {base + offsets_[0], base + offsets_[1], base + offsets_[2],
-          base + offsets_[3], base + offsets_[4], base + offsets_[5]};
+  return {base + offsets_[0], base + offsets_[1], base + offsets_[2], base + offsets_[3],
+          base + offsets_[4], base + offsets_[5], base + offsets_[6]};
 }
 
 float* AttentionScratch::SplitStates(int64_t states) {

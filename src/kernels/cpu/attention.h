@@ -35,7 +35,7 @@
 // ran on two threads changes nothing. tests/kernels/attention_reference.cc is this contract
 // as plain scalar code; the kernel matches it bit for bit.
 //
-// Parallelism: work items are (sequence, kv head, tile of up to 32 consecutive query rows,
+// Parallelism: work items are (sequence, kv head, tile of up to 64 consecutive query rows,
 // range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
 // for all its rows and all query heads of the kv head (GQA). Items are claimed dynamically,
 // the most expensive first (balances causal prefill). When a step has few items (a lone
@@ -79,7 +79,8 @@ struct AttentionSequence {
 // Working memory of PagedAttention, sized once for a shape, a context length and a thread
 // count; fits every KV dtype. Per thread t (Q = kQueryTile * group queries of one kv head,
 // padded_head_dim = head_dim rounded up to 16; the padding stays zero):
-//   keys, values: (kKeyChunk, padded_head_dim) f32, one chunk of one kv head, dequantized
+//   key_rows, values: (kKeyChunk, padded_head_dim) f32, one chunk of one kv head, dequantized
+//   keys:         (padded_head_dim, kKeyChunk) f32, key_rows transposed
 //   staging:      (head_dim + 64) f32, whole quantized blocks around a head's slice
 //   queries:      (Q, padded_head_dim) f32, the item's queries
 //   part, total:  (Q, kStateFloats) f32 each, online-softmax states (partition, fold)
@@ -87,12 +88,13 @@ struct AttentionSequence {
 // (grown to the largest step, then kept). Owned by the caller; not shared between calls.
 class AttentionScratch {
  public:
-  static constexpr int kQueryTile = 32;   // query rows of one sequence per work item
+  static constexpr int kQueryTile = 64;   // query rows of one sequence per work item
   static constexpr int kKeyChunk = 16;    // keys per online-softmax step
   static constexpr int kPartition = 256;  // positions per partition (a multiple of kKeyChunk)
   static constexpr int kSplitMaxTokens = 8;  // sequences with more tokens are never split
 
   struct Thread {
+    float* key_rows;
     float* keys;
     float* values;
     float* staging;
@@ -143,7 +145,7 @@ class AttentionScratch {
   int num_threads_;
   int padded_head_dim_;
   int64_t floats_per_thread_;
-  static constexpr int kBuffers = 6;
+  static constexpr int kBuffers = 7;
   int64_t offsets_[kBuffers];
   std::vector<float> buffer_;  // 64-byte aligned num_threads x floats_per_thread_, zeroed
   std::vector<Item> items_;    // capacity grows to the largest step, then stays

@@ -14,6 +14,7 @@ HWY_BEFORE_NAMESPACE();
 namespace kvserve::kernels::HWY_NAMESPACE {
 
 constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the one computed
+constexpr int kTransposeMinQueries = 4;  // queries of an item from which key tiles are transposed
 
 // Queries (r, g) of an item (row r of the tile, query head g of the kv head's group) are
 // numbered r * group + g; their vectors sit at t.queries + i * padded_hd, zero-padded.
@@ -87,6 +88,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const AttentionScratch::Split* split =
       item.split >= 0 ? &c.scratch->splits()[item.split] : nullptr;
   LoadQueries(c, seq, item, padded_hd, t.queries);
+  // Transposing a chunk's keys costs about what it saves two queries' scores: worth it from
+  // kTransposeMinQueries queries on (prefill tiles, large GQA groups); not for a lone decode.
+  const float* kt = queries >= kTransposeMinQueries ? t.keys : nullptr;
   const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
   PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, item_lo,
                 std::min(item_lo / kChunk * kChunk + kPrefetchChunks * kChunk,
@@ -102,8 +106,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     for (int32_t c0 = key_lo / kChunk * kChunk; c0 < key_hi; c0 += kChunk) {
       const int32_t lo = std::max(c0, key_lo);
       const int32_t hi = std::min(c0 + kChunk, key_hi);
-      ConvertChunk(kv, c.layer, seq.block_table, item.kv_head, hd, padded_hd, c0, lo, hi, t.keys,
-                   t.values, t.staging);
+      ConvertChunk(kv, c.layer, seq.block_table, item.kv_head, hd, padded_hd, c0, lo, hi,
+                   t.key_rows, t.values, t.staging);
+      if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
       // Keeps kPrefetchChunks chunks in flight: one head's keys of a block are only a short
       // run (2 KiB at 64 f16 dims), too short for the hardware prefetcher to ramp up.
       const int32_t ahead = c0 + kPrefetchChunks * kChunk;
@@ -119,10 +124,10 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       int batch_a = 0, batch_b = 0;
       auto flush = [&] {
         switch (n) {
-          case 4: UpdateChunks<4>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 3: UpdateChunks<3>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 2: UpdateChunks<2>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 1: UpdateChunks<1>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
           default: break;
         }
         n = 0;

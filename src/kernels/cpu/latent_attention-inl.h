@@ -48,6 +48,7 @@ HWY_INLINE void AttendHybridRow(const internal::HybridCall& c, const HybridSeque
   ResetStates(t.states.data(), s.num_heads, sf, d);
   for (int c0 = 0; c0 < n; c0 += kChunk) {
     const float* tile = t.rows.data() + static_cast<int64_t>(c0) * d;
+    TransposeKeys(tile, d, d, t.key_tile.data());
     const int b = std::min(kChunk, n - c0);
     for (int h = 0; h < s.num_heads;) {
       const float* qs[4];
@@ -58,10 +59,10 @@ HWY_INLINE void AttendHybridRow(const internal::HybridCall& c, const HybridSeque
         ss[k] = t.states.data() + static_cast<int64_t>(h) * sf;
       }
       switch (count) {
-        case 4: UpdateChunks<4>(qs, ss, tile, tile, d, s.scale, 0, b); break;
-        case 3: UpdateChunks<3>(qs, ss, tile, tile, d, s.scale, 0, b); break;
-        case 2: UpdateChunks<2>(qs, ss, tile, tile, d, s.scale, 0, b); break;
-        default: UpdateChunks<1>(qs, ss, tile, tile, d, s.scale, 0, b); break;
+        case 4: UpdateChunks<4>(qs, ss, tile, t.key_tile.data(), tile, d, s.scale, 0, b); break;
+        case 3: UpdateChunks<3>(qs, ss, tile, t.key_tile.data(), tile, d, s.scale, 0, b); break;
+        case 2: UpdateChunks<2>(qs, ss, tile, t.key_tile.data(), tile, d, s.scale, 0, b); break;
+        default: UpdateChunks<1>(qs, ss, tile, t.key_tile.data(), tile, d, s.scale, 0, b); break;
       }
     }
   }

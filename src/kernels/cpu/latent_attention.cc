@@ -80,6 +80,7 @@ HybridAttentionScratch::HybridAttentionScratch(const HybridAttentionShape& s,
   const size_t span = (static_cast<size_t>(s.window) + std::max(s.top_k, 0) + 15) / 16 * 16;
   for (Thread& t : threads_) {
     t.rows.assign(span * s.head_dim, 0.0f);
+    t.key_tile.assign(static_cast<size_t>(s.head_dim) * 16, 0.0f);
     t.states.resize(static_cast<size_t>(s.num_heads) * state_floats_);
     t.entry_scores.resize(max_context_tokens);
     t.order.resize(max_context_tokens);

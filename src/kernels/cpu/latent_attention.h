@@ -15,8 +15,9 @@
 //            order, then S(p) in entry order (one softmax).
 // Numerics: the chunk step of attention.h (kernels/cpu/attention.h) over L(p) cut into
 // chunks of 16 list entries (chunk c = entries [16c, 16c + 16), the last one partial), in
-// order, with one state and no partitions: 16-lane FMA dot products summed by halving,
-// AttentionExp, out = acc * (1 / L summed by halving). head_dim is a multiple of 16.
+// order, with one state and no partitions: 16-lane FMA dot products summed by halving (the
+// chunk's rows transposed once, for every head), AttentionExp, out = acc * (1 / L summed by
+// halving). head_dim is a multiple of 16.
 // Indexer: score_i = sum_h relu(q_idx[h] . k_idx[i]) * w[h], in double, h and the dot in index
 // order; ranking by score descending, ties by the lower entry index. Candidate stage (when
 // |E(p)| > candidate_blocks * candidate_block_size): entries are grouped in blocks of
@@ -69,6 +70,7 @@ class HybridAttentionScratch {
                          int num_threads);
   struct Thread {
     std::vector<float> rows;           // (window + top_k rounded up to 16, head_dim): K/V rows
+    std::vector<float> key_tile;       // (head_dim, 16): one chunk of rows transposed
     std::vector<float> states;         // (num_heads, head_dim + 32): softmax states
     std::vector<double> entry_scores;  // (max entries)
     std::vector<int32_t> order;        // (max entries)
