@@ -185,14 +185,16 @@ HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float s
 // are computed one after the other and added at once (the tree's first level), so two
 // queries share each load of kt in 16 + 2 registers each. Worth the transposition when many
 // queries share the tile (a prefill tile, a GQA group); the padding rows of kt are zero.
-template <int kP>
+// kDims: padded_hd when it is known at compile time (64, 128: loops fully unrolled), else 0.
+template <int kP, int kDims>
 HWY_INLINE void ScoresTransposed(const float* const* q, const float* kt, int padded_hd,
                                  float scale, VF (*s)[kVecs]) {
   const DF d;
   constexpr int kHalf = kLanes / 2;
+  if constexpr (kDims > 0) padded_hd = kDims;
   for (int v = 0; v < kVecs; ++v) {
     const float* col = kt + v * kN;
-    auto chain = [&](int l, VF* out) {  // out[i] = P_l of query i
+    auto chain = [&](int l, VF* out) HWY_ATTR {  // out[i] = P_l of query i
       const VF k = hn::LoadU(d, col + l * kChunk);
       for (int i = 0; i < kP; ++i) out[i] = hn::Mul(hn::Set(d, q[i][l]), k);
       for (int c = kLanes; c < padded_hd; c += kLanes) {
@@ -261,9 +263,13 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const f
       Scores(q[i], keys, padded_hd, scale, scores[i]);
       if (i + 1 < kQ) Scores(q[i + 1], keys, padded_hd, scale, scores[i + 1]);
     } else if (i + 1 < kQ) {
-      ScoresTransposed<2>(q + i, kt, padded_hd, scale, scores + i);
+      switch (padded_hd) {
+        case 64: ScoresTransposed<2, 64>(q + i, kt, padded_hd, scale, scores + i); break;
+        case 128: ScoresTransposed<2, 128>(q + i, kt, padded_hd, scale, scores + i); break;
+        default: ScoresTransposed<2, 0>(q + i, kt, padded_hd, scale, scores + i); break;
+      }
     } else {
-      ScoresTransposed<1>(q + i, kt, padded_hd, scale, scores + i);
+      ScoresTransposed<1, 0>(q + i, kt, padded_hd, scale, scores + i);
     }
   }
   for (int i = 0; i < kQ; ++i) {
