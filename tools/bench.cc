@@ -35,6 +35,7 @@ struct BenchFlags {
   int shared_prefix_len = 0;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
+  float temperature = 1.0f;
   EngineFlags engine_flags;
   engine::EngineConfig config;  // resolved from engine_flags
 };
@@ -80,7 +81,7 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
     while (static_cast<int>(r.prompt.size()) < f.input_len) {
       r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
     }
-    r.params.temperature = 1.0f;
+    r.params.temperature = f.temperature;
     r.params.ignore_eos = true;
     r.params.max_tokens = f.output_len;
     r.params.seed = f.seed + i;
@@ -195,6 +196,8 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--shared-prefix-len", f->shared_prefix_len, "prompt tokens shared by all");
   tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
+  tp->add_option("--temperature", f->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
   AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kEngine);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }

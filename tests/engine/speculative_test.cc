@@ -33,6 +33,10 @@ TEST(NgramDraftsTest, ProposesWhatFollowedTheLatestEarlierOccurrenceOfTheLongest
   // The longest suffix first: "2 3" last occurred at 5 (then 5), but "1 2 3" occurred at 0.
   EXPECT_EQ(ProposeNgramDrafts(V{1, 2, 3, 4, 9, 2, 3, 5, 1, 2, 3}, 1, 2, 3),
             (std::vector<int32_t>{4}));
+  // Periodic text: the latest occurrence followed by enough tokens, else the earliest.
+  EXPECT_EQ(ProposeNgramDrafts(V{9, 9, 9, 9, 9}, 2, 1, 3), (V{9, 9}));
+  EXPECT_EQ(ProposeNgramDrafts(V{9, 9, 9, 9, 9}, 4, 1, 3), (V{9, 9}));
+  EXPECT_EQ(ProposeNgramDrafts(V{1, 2, 1, 2, 1, 2, 1, 2}, 4, 2, 2), (V{1, 2, 1, 2}));
   EXPECT_TRUE(ProposeNgramDrafts(V{1, 2, 3, 4}, 4, 2, 3).empty());  // no repeat
   EXPECT_TRUE(ProposeNgramDrafts(V{7}, 4, 1, 3).empty());
 }
