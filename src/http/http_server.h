@@ -43,7 +43,7 @@ struct HttpServerOptions {
   std::chrono::milliseconds header_timeout{10000};
   std::chrono::milliseconds body_timeout{60000};
   std::chrono::milliseconds write_timeout{30000};
-  size_t max_buffered_bytes = 4u << 20;  // per connection, not yet written to the socket
+  size_t max_buffered_bytes = 1u << 20;  // per connection, not yet written to the socket
   // Request bodies held at once across all connections (a chunked body counts as the body
   // limit until it ends); past it new requests get 503 before their bodies are read.
   size_t max_total_body_bytes = 1u << 30;
