@@ -69,7 +69,8 @@ Usage PromptUsage(const ParsedRequest& r, const Generation& gen) {
 
 // One choice's output so far (deferred responses).
 struct WholeChoice {
-  std::string text, reasoning, finish, error;
+  std::string text, reasoning, error;
+  engine::FinishReason finish = engine::FinishReason::kAbort;
   std::vector<engine::TokenOutput> tokens;
 };
 
@@ -113,7 +114,7 @@ class GenerationProducer : public http::Producer {
     json choices = json::array();
     for (size_t i = 0; i < n; ++i) {
       const WholeChoice& w = whole_[i];
-      if (w.finish == "error") {
+      if (w.finish == engine::FinishReason::kError) {
         *response = ErrorResponse({500, w.error, "InternalServerError", std::nullopt,
                                    std::nullopt});
         return true;

@@ -113,7 +113,7 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
       tokenizer_(tokenizer),
       chat_template_(chat_template),
       parse_context_{&tokenizer_, &chat_template_, options_.served_model_name,
-                     engine.max_model_len(), options_.request_limits},
+                     options_.request_limits},
       admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests) {
   parse_context_.limits.max_prompt_bytes =
       MaxPromptBytes(options_.request_limits, engine.max_model_len(), tokenizer_);
@@ -203,7 +203,6 @@ http::Response Server::HandleTokenize(const http::Request& req) {
   if (body->contains("messages")) {
     ParsedRequest parsed;
     json chat = {{"messages", (*body)["messages"]}, {"max_tokens", 1}};
-    context.max_model_len = std::numeric_limits<int64_t>::max();  // count, do not refuse
     if (std::optional<ApiError> e = ParseRequest(Endpoint::kChat, chat, context, &parsed)) {
       return ErrorResponse(*e);
     }
