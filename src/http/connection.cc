@@ -176,20 +176,14 @@ void Connection::Dispatch(Request request) {
         404, fmt::format("no route for {} {}", request.method, request.path)));
   }
   if (route->where == Router::kInline) {
-    Response response = route->handler(request);
+    Response response = RunHandler(*route, request);
     ReleaseBody();
     return OnResponse(std::move(response));
   }
   WatchClient();
   asio::post(*context_.workers, [self = shared_from_this(), route,
                                  request = std::move(request)]() mutable {
-    Response response;
-    try {
-      response = route->handler(request);
-    } catch (const std::exception& e) {
-      KV_LOG(ERROR, "handler for {} failed: {}", request.path, e.what());
-      response = self->options_.error_response(500, "internal error");
-    }
+    Response response = self->RunHandler(*route, request);
     request = Request();  // free the body before the response goes out
     asio::post(self->socket_.get_executor(),
                [self, response = std::move(response)]() mutable {
@@ -197,6 +191,15 @@ void Connection::Dispatch(Request request) {
                  self->OnResponse(std::move(response));
                });
   });
+}
+
+Response Connection::RunHandler(const Router::Route& route, const Request& request) const {
+  try {
+    return route.handler(request);
+  } catch (const std::exception& e) {
+    KV_LOG(ERROR, "handler for {} failed: {}", request.path, e.what());
+    return options_.error_response(500, "internal error");
+  }
 }
 
 void Connection::OnResponse(Response response) {

@@ -66,6 +66,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool ReserveBody();
   void ReleaseBody();
   void Dispatch(Request request);
+  // The route's response; a handler that throws answers 500 (any thread).
+  Response RunHandler(const Router::Route& route, const Request& request) const;
   void OnResponse(Response response);
   void Pump();
   void SendWhole(const Response& response);

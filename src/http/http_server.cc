@@ -25,6 +25,8 @@ namespace asio = boost::asio;
 using tcp = asio::ip::tcp;
 using boost::system::error_code;
 
+constexpr int kSendBufferBytes = 256 << 10;
+
 // Lets the process hold as many connections as its hard open-file limit allows.
 void RaiseOpenFileLimit() {
   rlimit limit{};
@@ -78,6 +80,9 @@ void HttpServer::Impl::OnAccept(const error_code& ec, tcp::socket socket) {
   }
   error_code ignored;
   socket.set_option(tcp::no_delay(true), ignored);  // SSE chunks go out when written
+  // A fixed kernel send buffer (no autotuning up to tcp_wmem's 4 MiB): what a client that
+  // does not read can hold is this plus max_buffered_bytes, and then it is dropped.
+  socket.set_option(asio::socket_base::send_buffer_size(kSendBufferBytes), ignored);
   auto connection = std::make_shared<Connection>(std::move(socket), context);
   {
     std::lock_guard<std::mutex> lock(context.mu);

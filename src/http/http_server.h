@@ -11,7 +11,8 @@
 //   body   must arrive within `body_timeout` of the head; 408 when late;
 //   limits see http/request_reader.h (413 / 415 / 431 / 400, then the connection closes);
 //   answer whole, deferred, or streamed as chunks. A streaming client that does not read is
-//          dropped once `max_buffered_bytes` wait for it or a write makes no progress for
+//          dropped once `max_buffered_bytes` wait for it (beyond the socket's fixed 256 KiB
+//          kernel send buffer) or a write makes no progress for
 //          `write_timeout`: its producer is destroyed (which aborts its engine requests), and
 //          nothing ever waits on the client.
 // While a response is being produced the connection watches for the client hanging up and
