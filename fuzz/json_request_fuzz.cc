@@ -39,10 +39,17 @@ Context* Load() {
   return c;
 }
 
+Context* context = nullptr;
+
 }  // namespace
 
+// Loads the model's tokenizer once, before the clock of the first input starts.
+extern "C" int LLVMFuzzerInitialize(int*, char***) {
+  context = Load();
+  return 0;
+}
+
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  static Context* context = Load();
   if (size == 0) return 0;
   using namespace kvserve::server;
   const Endpoint endpoint = data[0] & 1 ? Endpoint::kChat : Endpoint::kCompletions;

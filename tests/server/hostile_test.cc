@@ -29,6 +29,14 @@ using json = nlohmann::json;
 using std::chrono::milliseconds;
 using Clock = std::chrono::steady_clock;
 
+// Latency bounds (/health under 1 s, an immediate 400) are asserted in the release run; under
+// ASan + UBSan (several times slower) the same tests check behaviour and memory safety only.
+#if defined(__SANITIZE_ADDRESS__)
+constexpr bool kTimed = false;
+#else
+constexpr bool kTimed = true;
+#endif
+
 int EnvInt(const char* name, int fallback) {
   const char* v = std::getenv(name);
   return v ? std::atoi(v) : fallback;
@@ -127,7 +135,7 @@ TEST_F(HostileTest, SlowConnectionsDoNotStarveHealth) {
   }
   double worst = 0;
   for (int i = 0; i < 10; ++i) worst = std::max(worst, HealthSeconds());
-  EXPECT_LT(worst, 1.0);
+  EXPECT_LT(worst, kTimed ? 1.0 : 30.0);
   // The header deadline is 1 s in this suite: every half-sent request gets 408 and is closed.
   int num_408 = 0;
   for (auto& c : slow) num_408 += StatusOf(c->ReadResponse(milliseconds(5000))) == 408;
@@ -156,7 +164,9 @@ TEST_F(HostileTest, MalformedContentLengthIsAnImmediate400) {
                        length + "\r\n\r\n"));
     const std::string r = c.ReadResponse(milliseconds(5000));
     EXPECT_EQ(StatusOf(r), 400) << length << ": " << r;
-    EXPECT_LT(Seconds(t0), 0.9) << length;  // well inside the 1 s header deadline
+    if (kTimed) {
+      EXPECT_LT(Seconds(t0), 0.9) << length;  // well inside the 1 s header deadline
+    }
   }
   ExpectStillServing();
 }
@@ -294,7 +304,7 @@ TEST_F(HostileTest, SoakTwoThousandClients) {
   prober.join();
   EXPECT_GT(num_ok, 0);
   EXPECT_EQ(num_ok + num_busy, num_clients * rounds);
-  EXPECT_LT(worst_health.load(), 1.0);
+  EXPECT_LT(worst_health.load(), kTimed ? 1.0 : 30.0);
   EXPECT_LT(peak_rss.load(), rss_before + (512u << 20)) << "RSS before " << rss_before;
   RecordProperty("ok", num_ok);
   RecordProperty("busy", num_busy);
