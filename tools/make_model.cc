@@ -5,11 +5,10 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <chrono>
 #include <memory>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "gguf/gguf.h"
 #include "model/architecture.h"
@@ -18,9 +17,9 @@
 namespace kvserve::tools {
 namespace {
 
-constexpr std::array<tensor::DType, 5> kMatrixTypes = {
-    tensor::DType::kF32, tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0,
-    tensor::DType::kQ4_0};
+constexpr std::array<tensor::DType, 5> kMatrixTypes = {tensor::DType::kF32, tensor::DType::kF16,
+                                                       tensor::DType::kBF16, tensor::DType::kQ8_0,
+                                                       tensor::DType::kQ4_0};
 
 Result<const model::Architecture*> FindPresetOf(const MakeModelOptions& options) {
   KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(options.arch));
@@ -56,9 +55,11 @@ void RegisterMakeModel(CLI::App& app) {
     arch_names.emplace_back(a.name);
     for (std::string_view p : a.presets) presets.push_back(fmt::format("{} ({})", p, a.name));
   }
-  cmd->add_option("--arch", options->arch, "Architecture: " + fmt::format("{}", fmt::join(arch_names, ", ")))
+  cmd->add_option("--arch", options->arch,
+                  "Architecture: " + fmt::format("{}", fmt::join(arch_names, ", ")))
       ->capture_default_str();
-  cmd->add_option("--preset", options->preset, "Model shape: " + fmt::format("{}", fmt::join(presets, ", ")))
+  cmd->add_option("--preset", options->preset,
+                  "Model shape: " + fmt::format("{}", fmt::join(presets, ", ")))
       ->capture_default_str();
   cmd->add_option("--type", *type_name, "Type of the weight matrices: f32, f16, bf16, q8_0, q4_0")
       ->capture_default_str();
