@@ -1,0 +1,25 @@
+#include "http/router.h"
+
+#include <strings.h>
+
+namespace kvserve::http {
+
+std::optional<std::string_view> FindHeader(const Headers& headers, std::string_view name) {
+  for (const auto& [k, v] : headers) {
+    if (k.size() == name.size() && strncasecmp(k.data(), name.data(), k.size()) == 0) return v;
+  }
+  return std::nullopt;
+}
+
+void Router::Add(std::string method, std::string path, Where where, Handler handler) {
+  routes_.push_back({std::move(method), std::move(path), where, std::move(handler)});
+}
+
+const Router::Route* Router::Find(std::string_view method, std::string_view path) const {
+  for (const Route& r : routes_) {
+    if (r.path == path && r.method == method) return &r;
+  }
+  return nullptr;
+}
+
+}  // namespace kvserve::http
