@@ -7,15 +7,17 @@
 
 #include "core/check.h"
 #include "kernels/cpu/ops.h"
+#include "kernels/weight_matrix.h"
 
 namespace kvserve::model {
 namespace {
 
 kernels::WeightMatrix Matrix(const gguf::GgufFile& file, const std::string& name) {
   const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2)
-      << name;  // ReadModelConfig checked
-  return {info->data, *info->dtype, info->dims[1], info->dims[0]};
+  CHECK(info != nullptr) << name;  // ReadModelConfig checked
+  Result<kernels::WeightMatrix> matrix = kernels::MatrixFromTensor(*info);
+  CHECK(matrix.ok()) << matrix.status().ToString();
+  return *matrix;
 }
 
 const float* Vector(const gguf::GgufFile& file, const std::string& name) {

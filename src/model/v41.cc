@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/weight_matrix.h"
 #include "tensor/quant.h"
 
 namespace kvserve::model {
@@ -13,8 +14,10 @@ namespace {
 
 kernels::WeightMatrix Matrix(const gguf::GgufFile& file, const std::string& name) {
   const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2) << name;  // config checked
-  return {info->data, *info->dtype, info->dims[1], info->dims[0]};
+  CHECK(info != nullptr) << name;  // config checked
+  Result<kernels::WeightMatrix> matrix = kernels::MatrixFromTensor(*info);
+  CHECK(matrix.ok()) << matrix.status().ToString();
+  return *matrix;
 }
 
 const float* Vector(const gguf::GgufFile& file, const std::string& name) {

@@ -156,6 +156,20 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) 
   internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);
 }
 
+std::span<const tensor::DType> MatMulTypes() {
+  static constexpr tensor::DType kTypes[] = {tensor::DType::kF32, tensor::DType::kF16,
+                                             tensor::DType::kBF16, tensor::DType::kQ8_0,
+                                             tensor::DType::kQ4_0};
+  return kTypes;
+}
+
+bool MatMulSupports(tensor::DType t) {
+  for (tensor::DType s : MatMulTypes()) {
+    if (s == t) return true;
+  }
+  return false;
+}
+
 std::string_view MatMulTargetName() {
   return HWY_DYNAMIC_DISPATCH(MatMulTarget)();
 }

@@ -28,6 +28,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -85,6 +86,10 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y);
 // Quantizes one activation row of `cols` floats (a multiple of 32) to Q8 blocks as in the
 // scheme above: q[cols] int8 and d[cols / 32] f32.
 void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d);
+
+// The weight types MatMul reads, and whether it reads `t`.
+std::span<const tensor::DType> MatMulTypes();
+bool MatMulSupports(tensor::DType t);
 
 // Name of the SIMD target MatMul dispatches to on this machine, e.g. "AVX3" or "AVX2".
 std::string_view MatMulTargetName();
