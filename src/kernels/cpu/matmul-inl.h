@@ -56,6 +56,16 @@ void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* d) {
 #endif
 }
 
+// Batches of at least this many tokens use the token-interleaved tiles (and MatMul prepares
+// internal::TokenGroups for them); 0: this target has none.
+int64_t TokenGroupMinTokens() {
+#if HWY_TARGET == HWY_AVX3_DL
+  return kTokenGroupMinTokens;
+#else
+  return 0;
+#endif
+}
+
 const char* MatMulTarget() {
   return hwy::TargetName(HWY_TARGET);
 }

@@ -23,6 +23,7 @@ namespace kvserve::kernels {
 HWY_EXPORT(MatMulRows);
 HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
+HWY_EXPORT(TokenGroupMinTokens);
 
 namespace {
 
@@ -43,6 +44,8 @@ struct MatMulArgs {
   int8_t* qx;
   float* dx;
   int16_t* sums;
+  uint8_t* staging;              // token groups, or nullptr when the target reads none
+  internal::TokenGroups groups;
   int64_t chunk = 0;             // rows per claim
   std::atomic<int64_t> next{0};  // first unclaimed row
 };
@@ -82,7 +85,8 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
       max_cols_(max_cols),
       qx_(static_cast<size_t>(max_tokens * max_cols)),
       dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))),
-      sums_(static_cast<size_t>(max_tokens * ((max_cols + 15) / 16))) {
+      sums_(static_cast<size_t>(max_tokens * ((max_cols + 15) / 16))),
+      staging_(static_cast<size_t>(internal::TokenGroups::BytesFor(max_tokens, max_cols))) {
   CHECK_GE(max_tokens, 1);
   CHECK_GE(max_cols, 1);
 }
@@ -122,7 +126,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
   CHECK_LE(n, scratch.max_tokens());
   CHECK_LE(w.cols, scratch.max_cols());
   CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
-  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.sums()};
+  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
   if (tensor::IsIntegerQuant(w.dtype)) {
     if (n < kParallelQuantizeTokens) {
       QuantizeActivations(args, 0, static_cast<size_t>(n));
@@ -130,6 +134,17 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
       pool.ParallelFor(static_cast<size_t>(n), [a = &args](size_t begin, size_t end, int) {
         QuantizeActivations(*a, begin, end);
       });
+    }
+    const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)();
+    if (min_tokens > 0 && n >= min_tokens) {
+      args.staging = scratch.staging();
+      args.groups = {w.cols, internal::ActivationBlock(w.dtype), (n + 15) / 16};
+      pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
+                       [a = &args](size_t begin, size_t end, int) {
+                         internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
+                                                   static_cast<int64_t>(begin),
+                                                   static_cast<int64_t>(end), a->staging);
+                       });
     }
   }
   // Rows are claimed in chunks (about 8 per thread) rather than split once: a thread that
@@ -141,7 +156,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
                                        (threads * kChunksPerThread) / kRowGrain * kRowGrain);
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
-    const internal::QuantActivations act{a->qx, a->dx, a->sums};
+    const internal::QuantActivations act{a->qx, a->dx, a->sums, a->staging};
     for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
       HWY_DYNAMIC_DISPATCH(MatMulRows)
       (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));

@@ -70,6 +70,8 @@ struct WeightMatrix {
 //   dx_: (max_tokens, max_cols / 32) f32, one scale per block (the first cols / block used)
 //   sums_: (max_tokens, max_cols / 16) int16, the sums of the codes of each 16 consecutive
 //     activations (ggml's Q8_K bsums)
+//   staging_: the token-interleaved copy of the three that the AVX-512 VNNI tiles read
+//     (internal::TokenGroups in matmul_portable.h; max_tokens rounded up to 16)
 // Not thread-safe: one MatMul at a time per scratch.
 class MatMulScratch {
  public:
@@ -80,6 +82,7 @@ class MatMulScratch {
   int8_t* qx() { return qx_.data(); }
   float* dx() { return dx_.data(); }
   int16_t* sums() { return sums_.data(); }
+  uint8_t* staging() { return staging_.data(); }
 
  private:
   int64_t max_tokens_;
@@ -87,6 +90,7 @@ class MatMulScratch {
   std::vector<int8_t> qx_;
   std::vector<float> dx_;
   std::vector<int16_t> sums_;
+  std::vector<uint8_t> staging_;
 };
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < n, r < w.rows, by the scheme above.

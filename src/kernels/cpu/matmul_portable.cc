@@ -129,6 +129,27 @@ void SumActivationCodes(const int8_t* q, int64_t cols, int16_t* sums) {
   }
 }
 
+void FillTokenGroups(const QuantActivations& act, const TokenGroups& layout, int64_t n,
+                     int64_t g_begin, int64_t g_end, uint8_t* staging) {
+  const int64_t cols = layout.cols, blocks = cols / layout.block;
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    auto* q = reinterpret_cast<int8_t*>(staging + layout.QOffset(g));
+    auto* d = reinterpret_cast<float*>(staging + layout.DOffset(g));
+    auto* sums = reinterpret_cast<int32_t*>(staging + layout.SumsOffset(g));
+    for (int j = 0; j < 16; ++j) {
+      const int64_t t = 16 * g + j;
+      const bool valid = t < n;
+      for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
+        for (int k = 0; k < 4; ++k) q[(c4 * 16 + j) * 4 + k] = valid ? act.q[t * cols + 4 * c4 + k] : 0;
+      }
+      for (int64_t b = 0; b < blocks; ++b) d[b * 16 + j] = valid ? act.d[t * blocks + b] : 0.0f;
+      for (int64_t k = 0; k < cols / 16; ++k) {
+        sums[k * 16 + j] = valid ? act.sums[t * (cols / 16) + k] : 0;
+      }
+    }
+  }
+}
+
 }  // namespace internal
 
 namespace {

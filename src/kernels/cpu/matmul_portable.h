@@ -26,7 +26,35 @@ struct QuantActivations {
   const int8_t* q = nullptr;
   const float* d = nullptr;
   const int16_t* sums = nullptr;
+  // Token-interleaved copy (nullptr when the target does not use one; see TokenGroups).
+  const uint8_t* staging = nullptr;
 };
+
+// The token-interleaved activation copy the AVX-512 VNNI tiles read: tokens in groups of 16
+// (group g = tokens 16 g .. 16 g + 15, missing tokens zero), per group three arrays:
+//   q: [cols / 4][16][4] int8, token j's codes c .. c + 3 at [c / 4][j]
+//   d: [cols / block][16] f32 block scales
+//   sums: [cols / 16][16] int32 code sums of 16 values
+// Laid out group after group: q of all groups, then d of all groups, then sums.
+struct TokenGroups {
+  int64_t cols = 0;
+  int64_t block = 0;       // ActivationBlock of the weight format
+  int64_t num_groups = 0;  // ceil(n / 16)
+
+  static int64_t BytesFor(int64_t n, int64_t cols) {
+    const int64_t groups = (n + 15) / 16;
+    return groups * 16 * (cols + 4 * (cols / 32) + 4 * (cols / 16));
+  }
+  int64_t QOffset(int64_t g) const { return g * cols * 16; }
+  int64_t DOffset(int64_t g) const { return num_groups * cols * 16 + g * (cols / block) * 64; }
+  int64_t SumsOffset(int64_t g) const {
+    return num_groups * cols * 16 + num_groups * (cols / block) * 64 + g * (cols / 16) * 64;
+  }
+};
+
+// Fills groups [g_begin, g_end) of `staging` from the prepared activations of n tokens.
+void FillTokenGroups(const QuantActivations& act, const TokenGroups& layout, int64_t n,
+                     int64_t g_begin, int64_t g_end, uint8_t* staging);
 
 // Activation block of the scheme for weight format t: 32, or 256 for the K formats.
 int64_t ActivationBlock(tensor::DType t);

@@ -7,8 +7,8 @@ using VF = __m256;
 inline constexpr int kLanes = 8;
 inline constexpr int kRowTile = 2;
 inline constexpr int kFloatTokenTile = 3;
-inline constexpr int kQuantRowTile = 2;
-inline constexpr int kQuantTokenTile = 4;
+inline constexpr int kQuantRowTile = 4;
+inline constexpr int kQuantTokenTile = 2;
 HWY_INLINE VF Zero() {
   return _mm256_setzero_ps();
 }
@@ -210,10 +210,12 @@ void FloatRows(const WeightMatrix& w, const float* x, float* y, int64_t row_begi
   }
 }
 
-// Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows.
+// Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows; a
+// multiple of 16 (the token groups of the VNNI tiles).
 HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
   const int64_t bytes_per_token = w.cols * (tensor::IsIntegerQuant(w.dtype) ? 1 : 4);
-  return std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token));
+  const int64_t tokens = (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token);
+  return std::max<int64_t>(16, tokens / 16 * 16);
 }
 
 void X86Rows(const WeightMatrix& w, const float* x, const internal::QuantActivations& act,
@@ -226,7 +228,7 @@ void X86Rows(const WeightMatrix& w, const float* x, const internal::QuantActivat
 #define KVSERVE_FLOAT_CASE(T) \
   case T: FloatRows<T>(w, x, y, row_begin, row_end, t0, t1); break;
 #define KVSERVE_QUANT_CASE(T) \
-  case T: QuantRows<T>(w, act, y, row_begin, row_end, t0, t1); break;
+  case T: QuantRows<T>(w, act, n, y, row_begin, row_end, t0, t1); break;
       KVSERVE_FLOAT_CASE(DType::kF32)
       KVSERVE_FLOAT_CASE(DType::kF16)
       KVSERVE_FLOAT_CASE(DType::kBF16)

@@ -18,26 +18,40 @@
 
 // ---- format traits ----
 
+// AVX3_DL (AVX512-VNNI) multiplies u8 x s8 groups of 4 into int32 (dpbusd) and keeps every
+// decoded value unsigned; the other targets keep the full-range formats signed (sign trick).
+#if HWY_TARGET == HWY_AVX3_DL
+inline constexpr bool kVnni = true;
+#define KVSERVE_MATMUL_VNNI __attribute__((target(HWY_TARGET_STR ",avx512vnni")))
+#else
+inline constexpr bool kVnni = false;
+#define KVSERVE_MATMUL_VNNI
+#endif
+
 template <tensor::DType kType>
 struct QuantTraits {
   static constexpr bool kK = tensor::DType::kQ2_K == kType || tensor::DType::kQ3_K == kType ||
                              tensor::DType::kQ4_K == kType || tensor::DType::kQ5_K == kType ||
                              tensor::DType::kQ6_K == kType || tensor::DType::kIQ4_XS == kType;
   static constexpr int kBlock = kK ? 256 : 32;
-  // Offset added to the decoded K values (they are stored as unsigned u = q + offset).
-  static constexpr int kOffset =
-      kType == tensor::DType::kQ6_K ? 32 : kType == tensor::DType::kQ3_K ? 4 : 0;
-  // Values stored as int8 and multiplied by the sign trick (all 32-value formats, IQ4_XS).
-  static constexpr bool kSigned = !kK || kType == tensor::DType::kIQ4_XS;
+  // Full-range values (all 32-value formats, IQ4_XS): int8, or u8 = value + 128 on VNNI.
+  static constexpr bool kFullRange = !kK || kType == tensor::DType::kIQ4_XS;
+  static constexpr bool kSigned = kFullRange && !kVnni;
+  // Offset added to the decoded values, stored as u8 = q + offset.
+  static constexpr int kOffset = kType == tensor::DType::kQ6_K   ? 32
+                                 : kType == tensor::DType::kQ3_K ? 4
+                                 : kFullRange && kVnni           ? 128
+                                                                 : 0;
   static constexpr bool kHasMin = kType == tensor::DType::kQ4_1 ||
                                   kType == tensor::DType::kQ5_1 || kType == tensor::DType::kQ2_K ||
                                   kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ5_K;
 };
 
-// Decoded rows: for row i of the tile, vals[i * cols + c] is value c (u8 or s8, see traits);
-// sc16 / corr16 / mn16 [i * cols / 16 + k] the scale, offset * scale and min of values
-// 16 k .. 16 k + 15 (K formats); d / dmin [i * blocks + b] the block's f32 factors of the
-// integer form (dmin already signed). Owned by a per-thread buffer (DecodeBuffer).
+// Decoded rows of a tile of kQuantRowTile rows: for row i, vals[i * cols + c] is value c (u8 =
+// q + kOffset, or int8 when kSigned); sc16 / corr16 / mn16 [i * cols / 16 + k] the scale,
+// kOffset * scale and min of values 16 k .. 16 k + 15 (K formats); d / dmin [b * R + i] the
+// block's f32 factors of the integer form (dmin already signed), rows contiguous per block.
+// Owned by a per-thread buffer (DecodeBuffer).
 struct DecodedRows {
   uint8_t* vals;
   int16_t* sc16;
@@ -256,8 +270,9 @@ HWY_INLINE void DecodeBlockK(const uint8_t* b, uint8_t* vals, int16_t* sc16, int
   }
 }
 
-// Decodes rows [0, num_rows) of the tile starting at `row` (row_bytes apart) into out.
-template <tensor::DType kType>
+// Decodes rows [0, num_rows) of the tile starting at `row` (row_bytes apart) into out (d and
+// dmin with stride R per block).
+template <tensor::DType kType, int R>
 HWY_NOINLINE void DecodeRows(const uint8_t* row, int64_t row_bytes, int num_rows, int64_t cols,
                              const DecodedRows& out) {
   using Traits = QuantTraits<kType>;
@@ -273,22 +288,29 @@ HWY_NOINLINE void DecodeRows(const uint8_t* row, int64_t row_bytes, int num_rows
                              : kType == tensor::DType::kQ6_K ? 210
                              : kType == tensor::DType::kIQ4_XS ? 136
                                                               : 18;  // Q4_0, IQ4_NL
+  const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int i = 0; i < num_rows; ++i) {
     const uint8_t* src = row + i * row_bytes;
     uint8_t* vals = out.vals + i * cols;
-    float* d = out.d + i * blocks;
-    float* dmin = out.dmin + i * blocks;
     for (int64_t b = 0; b < blocks; ++b) {
+      float* d = out.d + b * R + i;
+      float* dmin = out.dmin + b * R + i;
       if constexpr (Traits::kK) {
         int16_t* sc16 = out.sc16 + i * (cols / 16) + 16 * b;
         int16_t* mn16 = out.mn16 + i * (cols / 16) + 16 * b;
-        DecodeBlockK<kType>(src + b * kBytes, vals + 256 * b, sc16, mn16, d + b, dmin + b);
+        DecodeBlockK<kType>(src + b * kBytes, vals + 256 * b, sc16, mn16, d, dmin);
         if constexpr (Traits::kOffset != 0) {
           int16_t* corr16 = out.corr16 + i * (cols / 16) + 16 * b;
           for (int k = 0; k < 16; ++k) corr16[k] = static_cast<int16_t>(Traits::kOffset * sc16[k]);
         }
+        if constexpr (Traits::kFullRange && kVnni) {  // IQ4_XS as u8 = value + 128
+          for (int c = 0; c < 8; ++c) {
+            Store256(vals + 256 * b + 32 * c, _mm256_xor_si256(Load256(vals + 256 * b + 32 * c), flip));
+          }
+        }
       } else {
-        DecodeBlock32<kType>(src + b * kBytes, vals + 32 * b, d + b, dmin + b);
+        DecodeBlock32<kType>(src + b * kBytes, vals + 32 * b, d, dmin);
+        if constexpr (kVnni) Store256(vals + 32 * b, _mm256_xor_si256(Load256(vals + 32 * b), flip));
       }
     }
   }
@@ -300,16 +322,6 @@ HWY_NOINLINE void DecodeRows(const uint8_t* row, int64_t row_bytes, int num_rows
 HWY_INLINE __m128i Sum4(__m256i v0, __m256i v1, __m256i v2, __m256i v3) {
   const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3));
   return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
-}
-
-// sums[i] = sum of the lanes of acc[i], i < V (V a multiple of 4, or < 4 with zero padding).
-template <int V>
-HWY_INLINE void SumLanes(const __m256i (&acc)[V], __m128i (&sums)[(V + 3) / 4]) {
-  const __m256i z = _mm256_setzero_si256();
-  for (int g = 0; g < (V + 3) / 4; ++g) {
-    sums[g] = Sum4(acc[4 * g], 4 * g + 1 < V ? acc[4 * g + 1] : z,
-                   4 * g + 2 < V ? acc[4 * g + 2] : z, 4 * g + 3 < V ? acc[4 * g + 3] : z);
-  }
 }
 
 // ---- the row-tile engine ----
@@ -324,25 +336,39 @@ HWY_INLINE __m256i PairScales(const int16_t* sc16, int c) {
   return _mm256_shuffle_epi8(_mm256_set1_epi32(two), pick);
 }
 
-// The exact products of 32 values with 32 activations as int16 pair sums: unsigned values by
-// maddubs directly, signed ones by the sign trick.
-template <bool kSigned>
-HWY_INLINE __m256i PairProducts(__m256i w, __m256i a) {
-  if constexpr (kSigned) {
-    return _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
-  } else {
-    return _mm256_maddubs_epi16(w, a);
+// acc += the scaled products of 32 decoded values w with 32 activations a, as 8 int32 lanes
+// (exact): s holds the per-pair scales (ones for the 32-value formats).
+template <tensor::DType kType>
+KVSERVE_MATMUL_VNNI HWY_INLINE __m256i ChunkProducts(__m256i acc, __m256i w, __m256i a,
+                                                    __m256i s) {
+  using Traits = QuantTraits<kType>;
+#if HWY_TARGET == HWY_AVX3_DL
+  if constexpr (Traits::kFullRange) {  // u8 = value + 128: groups of 4 into int32
+    const __m256i dot = _mm256_dpbusd_epi32(_mm256_setzero_si256(), w, a);
+    if constexpr (Traits::kK) return _mm256_add_epi32(acc, _mm256_mullo_epi32(dot, _mm256_cvtepi16_epi32(_mm256_castsi256_si128(s))));
+    return _mm256_add_epi32(acc, dot);
   }
+#endif
+  __m256i p;
+  if constexpr (Traits::kSigned) {
+    p = _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(a, w));
+  } else {
+    p = _mm256_maddubs_epi16(w, a);
+  }
+  return _mm256_add_epi32(acc, _mm256_madd_epi16(p, s));
 }
 
-// The integer sums of one block for an R x T tile: acc[r * T + t] (8 lanes each) then the
-// per-source totals I (and M). vals: the tile's decoded rows; q / sums: activation rows.
+// The exact integers of block b for an R x T tile; source i = t * R + r (4 rows per group of
+// four sources): ints[t] lane r = I_b (and mins[t] lane r = M_b) of row r and token t.
+// q / sums: the activation rows of the tile's first token.
 template <tensor::DType kType, int R, int T>
-HWY_INLINE void BlockInts(const DecodedRows& dec, int64_t cols, int64_t b, const int8_t* q,
-                          const int16_t* sums, __m128i (&i_out)[(R * T + 3) / 4],
-                          __m128i (&m_out)[(R * T + 3) / 4]) {
+KVSERVE_MATMUL_VNNI HWY_INLINE void BlockInts(const DecodedRows& dec, int64_t cols, int64_t b,
+                                              const int8_t* q, const int16_t* sums,
+                                              __m128i (&ints)[T], __m128i (&mins)[T]) {
+  static_assert(R == 4, "sources are grouped by 4 rows");
   using Traits = QuantTraits<kType>;
   constexpr int kBlock = Traits::kBlock;
+  const int64_t sub_stride = cols / 16;
   __m256i acc[R * T];
   for (auto& a : acc) a = _mm256_setzero_si256();
   const __m256i ones = _mm256_set1_epi16(1);
@@ -350,99 +376,95 @@ HWY_INLINE void BlockInts(const DecodedRows& dec, int64_t cols, int64_t b, const
     __m256i w[R], s[R];
     for (int r = 0; r < R; ++r) {
       w[r] = Load256(dec.vals + r * cols + kBlock * b + 32 * c);
-      s[r] = Traits::kK ? PairScales(dec.sc16 + r * (cols / 16) + 16 * b, c) : ones;
+      s[r] = Traits::kK ? PairScales(dec.sc16 + r * sub_stride + 16 * b, c) : ones;
     }
     for (int t = 0; t < T; ++t) {
       const __m256i a = Load256(reinterpret_cast<const uint8_t*>(q + t * cols + kBlock * b + 32 * c));
-      for (int r = 0; r < R; ++r) {
-        const __m256i p = PairProducts<Traits::kSigned>(w[r], a);
-        acc[r * T + t] = _mm256_add_epi32(acc[r * T + t], _mm256_madd_epi16(p, s[r]));
-      }
+      for (int r = 0; r < R; ++r) acc[t * R + r] = ChunkProducts<kType>(acc[t * R + r], w[r], a, s[r]);
     }
   }
+  auto sums16 = [&](int t) {
+    return Load256(reinterpret_cast<const uint8_t*>(sums + t * sub_stride + 16 * b));
+  };
   if constexpr (Traits::kK && Traits::kOffset != 0) {
     for (int r = 0; r < R; ++r) {
-      const __m256i corr = Load256(reinterpret_cast<const uint8_t*>(dec.corr16 + r * (cols / 16) + 16 * b));
+      const __m256i corr = Load256(reinterpret_cast<const uint8_t*>(dec.corr16 + r * sub_stride + 16 * b));
       for (int t = 0; t < T; ++t) {
-        const __m256i s16 = Load256(reinterpret_cast<const uint8_t*>(sums + t * (cols / 16) + 16 * b));
-        acc[r * T + t] = _mm256_sub_epi32(acc[r * T + t], _mm256_madd_epi16(corr, s16));
+        acc[t * R + r] = _mm256_sub_epi32(acc[t * R + r], _mm256_madd_epi16(corr, sums16(t)));
       }
     }
   }
-  SumLanes<R * T>(acc, i_out);
+  for (int t = 0; t < T; ++t) ints[t] = Sum4(acc[t * R], acc[t * R + 1], acc[t * R + 2], acc[t * R + 3]);
+  // The 32-value formats' activation block sum S_b per token (M_b for Q4_1 / Q5_1, and the
+  // offset correction of the VNNI form).
+  [[maybe_unused]] int32_t block_sum[T];
+  if constexpr (!Traits::kK) {
+    for (int t = 0; t < T; ++t) block_sum[t] = sums[t * sub_stride + 2 * b] + sums[t * sub_stride + 2 * b + 1];
+    if constexpr (Traits::kOffset != 0) {
+      for (int t = 0; t < T; ++t) ints[t] = _mm_sub_epi32(ints[t], _mm_set1_epi32(Traits::kOffset * block_sum[t]));
+    }
+  }
   if constexpr (Traits::kHasMin && Traits::kK) {
     for (int r = 0; r < R; ++r) {
-      const __m256i mn = Load256(reinterpret_cast<const uint8_t*>(dec.mn16 + r * (cols / 16) + 16 * b));
-      for (int t = 0; t < T; ++t) {
-        const __m256i s16 = Load256(reinterpret_cast<const uint8_t*>(sums + t * (cols / 16) + 16 * b));
-        acc[r * T + t] = _mm256_madd_epi16(mn, s16);
-      }
+      const __m256i mn = Load256(reinterpret_cast<const uint8_t*>(dec.mn16 + r * sub_stride + 16 * b));
+      for (int t = 0; t < T; ++t) acc[t * R + r] = _mm256_madd_epi16(mn, sums16(t));
     }
-    SumLanes<R * T>(acc, m_out);
-  } else if constexpr (Traits::kHasMin) {  // Q4_1 / Q5_1: M_b = the activation block sum
-    alignas(16) int32_t m[4 * ((R * T + 3) / 4)] = {};
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) m[r * T + t] = sums[t * (cols / 16) + 2 * b] + sums[t * (cols / 16) + 2 * b + 1];
-    }
-    for (int g = 0; g < (R * T + 3) / 4; ++g) m_out[g] = _mm_load_si128(reinterpret_cast<const __m128i*>(m + 4 * g));
+    for (int t = 0; t < T; ++t) mins[t] = Sum4(acc[t * R], acc[t * R + 1], acc[t * R + 2], acc[t * R + 3]);
+  } else if constexpr (Traits::kHasMin) {
+    for (int t = 0; t < T; ++t) mins[t] = _mm_set1_epi32(block_sum[t]);
   }
 }
 
-// y[t, r] for an R x T tile over all blocks: the f32 chain of matmul.h on 4 sources at a time.
+// y[t, r] for an R x T tile over all blocks: the f32 chain of matmul.h, four rows at a time.
 template <tensor::DType kType, int R, int T>
-HWY_NOINLINE void QuantTile(const DecodedRows& dec, int64_t cols, const int8_t* q,
-                            const float* dx, const int16_t* sums, float* y, int64_t y_stride) {
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void QuantTile(const DecodedRows& dec, int64_t cols,
+                                                const int8_t* q, const float* dx,
+                                                const int16_t* sums, float* y, int64_t y_stride,
+                                                int num_rows) {
   using Traits = QuantTraits<kType>;
-  constexpr int kV = R * T, kG = (kV + 3) / 4;
   const int64_t blocks = cols / Traits::kBlock;
-  __m128 acc[kG];
+  __m128 acc[T];
   for (auto& a : acc) a = _mm_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    __m128i ints[kG], mins[kG];
+    __m128i ints[T], mins[T];
     BlockInts<kType, R, T>(dec, cols, b, q, sums, ints, mins);
-    alignas(16) float dw[4 * kG] = {}, dm[4 * kG] = {}, dxs[4 * kG] = {};
-    for (int r = 0; r < R; ++r) {
-      for (int t = 0; t < T; ++t) {
-        dw[r * T + t] = dec.d[r * blocks + b];
-        dm[r * T + t] = dec.dmin[r * blocks + b];
-        dxs[r * T + t] = dx[t * blocks + b];
-      }
-    }
-    for (int g = 0; g < kG; ++g) {
-      const __m128 xv = _mm_load_ps(dxs + 4 * g);
-      acc[g] = _mm_fmadd_ps(_mm_mul_ps(_mm_load_ps(dw + 4 * g), xv), _mm_cvtepi32_ps(ints[g]), acc[g]);
+    const __m128 dw = _mm_loadu_ps(dec.d + b * R);
+    for (int t = 0; t < T; ++t) {
+      const __m128 xv = _mm_set1_ps(dx[t * blocks + b]);
+      acc[t] = _mm_fmadd_ps(_mm_mul_ps(dw, xv), _mm_cvtepi32_ps(ints[t]), acc[t]);
       if constexpr (Traits::kHasMin) {
-        acc[g] = _mm_fmadd_ps(_mm_mul_ps(_mm_load_ps(dm + 4 * g), xv), _mm_cvtepi32_ps(mins[g]), acc[g]);
+        const __m128 dm = _mm_loadu_ps(dec.dmin + b * R);
+        acc[t] = _mm_fmadd_ps(_mm_mul_ps(dm, xv), _mm_cvtepi32_ps(mins[t]), acc[t]);
       }
     }
   }
-  alignas(16) float out[4 * kG];
-  for (int g = 0; g < kG; ++g) _mm_store_ps(out + 4 * g, acc[g]);
-  for (int r = 0; r < R; ++r) {
-    for (int t = 0; t < T; ++t) y[t * y_stride + r] = out[r * T + t];
+  for (int t = 0; t < T; ++t) {
+    alignas(16) float out[4];
+    _mm_store_ps(out, acc[t]);
+    for (int r = 0; r < num_rows; ++r) y[t * y_stride + r] = out[r];
   }
 }
 
 template <tensor::DType kType, int R, int kMaxT, int T = kMaxT>
 HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, const int8_t* q,
-                           const float* dx, const int16_t* sums, float* y, int64_t y_stride) {
+                           const float* dx, const int16_t* sums, float* y, int64_t y_stride,
+                           int num_rows) {
   if constexpr (T >= 1) {
-    if (t_count == T) return QuantTile<kType, R, T>(dec, cols, q, dx, sums, y, y_stride);
-    QuantTileT<kType, R, kMaxT, T - 1>(t_count, dec, cols, q, dx, sums, y, y_stride);
+    if (t_count == T) return QuantTile<kType, R, T>(dec, cols, q, dx, sums, y, y_stride, num_rows);
+    QuantTileT<kType, R, kMaxT, T - 1>(t_count, dec, cols, q, dx, sums, y, y_stride, num_rows);
   }
 }
 
-// The decoded rows of a tile shifted to its row i.
-HWY_INLINE DecodedRows RowOf(const DecodedRows& dec, int64_t cols, int64_t block, int i) {
-  const int64_t blocks = cols / block;
-  return {dec.vals + i * cols,          dec.sc16 + i * (cols / 16), dec.corr16 + i * (cols / 16),
-          dec.mn16 + i * (cols / 16),   dec.d + i * blocks,         dec.dmin + i * blocks};
-}
+#if HWY_TARGET == HWY_AVX3_DL
+#include "kernels/cpu/matmul_x86_vnni-inl.h"
+#endif
 
-// Rows [row_begin, row_end) x tokens [t_begin, t_end): decode kQuantRowTile rows at a time,
-// then kQuantTokenTile tokens at a time (single rows at the end of the range).
+// Rows [row_begin, row_end) x tokens [t_begin, t_end) of n: decode kQuantRowTile rows at a
+// time (a short last tile computes the missing rows from stale data and discards them), then
+// the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
+// kQuantTokenTile tokens at a time.
 template <tensor::DType kType>
-void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, float* y,
+void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
   constexpr int kR = kQuantRowTile, kT = kQuantTokenTile;
   constexpr int64_t kBlock = QuantTraits<kType>::kBlock;
@@ -450,23 +472,22 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, flo
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
   const DecodedRows dec = DecodeBuffer(kR, cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  for (int64_t r = row_begin; r < row_end;) {
+  for (int64_t r = row_begin; r < row_end; r += kR) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kR, row_end - r));
-    DecodeRows<kType>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
+    DecodeRows<kType, kR>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
+#if HWY_TARGET == HWY_AVX3_DL
+    if (act.staging != nullptr) {
+      const internal::TokenGroups layout{cols, kBlock, (n + 15) / 16};
+      GroupRows<kType, kR>(dec, cols, act, layout, t_begin, t_end, y + r, w.rows, num_rows);
+      continue;
+    }
+#else
+    (void)n;
+#endif
     for (int64_t t = t_begin; t < t_end; t += kT) {
       const int t_count = static_cast<int>(std::min<int64_t>(kT, t_end - t));
-      const int8_t* q = act.q + t * cols;
-      const float* dx = act.d + t * (cols / kBlock);
-      const int16_t* sums = act.sums + t * (cols / 16);
-      if (num_rows == kR) {
-        QuantTileT<kType, kR, kT>(t_count, dec, cols, q, dx, sums, y + t * w.rows + r, w.rows);
-      } else {
-        for (int i = 0; i < num_rows; ++i) {
-          QuantTileT<kType, 1, kT>(t_count, RowOf(dec, cols, kBlock, i), cols, q, dx, sums,
-                                   y + t * w.rows + r + i, w.rows);
-        }
-      }
+      QuantTileT<kType, kR, kT>(t_count, dec, cols, act.q + t * cols, act.d + t * (cols / kBlock),
+                                act.sums + t * (cols / 16), y + t * w.rows + r, w.rows, num_rows);
     }
-    r += num_rows;
   }
 }
