@@ -47,11 +47,11 @@ AsyncEngine::~AsyncEngine() {
 }
 
 Result<RequestHandle> AsyncEngine::AddRequest(EngineRequest request) {
-  KV_RETURN_IF_ERROR(engine_->ValidateRequest(request));
+  KV_ASSIGN_OR_RETURN(ValidRequest valid, engine_->Validate(std::move(request)));
   RequestHandle handle{next_id_.fetch_add(1), std::make_shared<RequestStream>()};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_.push_back({handle.id, std::move(request), handle.stream});
+    inbox_.push_back({handle.id, std::move(valid), handle.stream});
   }
   cv_.notify_all();
   return handle;
@@ -116,11 +116,7 @@ void AsyncEngine::Loop() {
 
 void AsyncEngine::ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts) {
   for (Pending& p : adds) {
-    Status status = engine_->AddRequest(p.id, std::move(p.request));
-    if (!status.ok()) {
-      p.stream->Push({p.id, std::nullopt, FinishReason::kError, status.ToString()});
-      continue;
-    }
+    engine_->AddRequest(p.id, std::move(p.request));
     streams_[p.id] = std::move(p.stream);
   }
   for (RequestId id : aborts) {

@@ -71,9 +71,6 @@ class GroupManager {
   // blocks this call registered to `registered` when set.
   void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks,
                        std::vector<std::pair<BlockId, BlockHash>>* registered = nullptr);
-  // The child shares the parent's blocks covering [0, num_tokens) (references added), except
-  // a partial last block, which `copy_to` (allocated by the caller) replaces.
-  void Fork(RequestId parent, RequestId child, int64_t num_tokens, std::optional<BlockId> copy_to);
   // Drops the request's references, last block first.
   void Free(RequestId id);
 

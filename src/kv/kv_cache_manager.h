@@ -113,10 +113,6 @@ class KvCacheManager {
   // request `id`'s table at its index.
   void CommitLoadedBlocks(RequestId id, std::span<const BlockLoad> loads);
 
-  // n > 1: the child shares the parent's first num_tokens slots; a partial last block is
-  // copied into a fresh block. nullopt (nothing changed) when that block is not available.
-  std::optional<NewBlocks> Fork(RequestId parent, RequestId child, int64_t num_tokens);
-
   // Releases every block of the request (cached blocks stay reusable until evicted).
   void Free(RequestId id);
 
@@ -134,7 +130,7 @@ class KvCacheManager {
   // Ok or Internal naming the first broken invariant. O(blocks + table entries).
   Status CheckIntegrity() const;
 
-  // ---- runner API ----
+  // ---- model API (the views the forward pass reads) ----
 
   // table[i] holds tokens [i * block_size, (i + 1) * block_size) of the request.
   const std::vector<BlockId>& BlockTable(RequestId id, int group) const;

@@ -45,27 +45,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv,
   CHECK(ValidateSchedulerConfig(config_).ok()) << ValidateSchedulerConfig(config_).ToString();
 }
 
-Status Scheduler::ValidateRequest(const NewRequest& request) const {
+void Scheduler::AddRequest(NewRequest request) {
   const int64_t num_prompt = static_cast<int64_t>(request.prompt.size());
-  if (num_prompt == 0) return InvalidArgument("the prompt is empty");
-  if (request.max_tokens && *request.max_tokens < 1) {
-    return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}", *request.max_tokens));
-  }
-  const int64_t max_tokens = request.max_tokens.value_or(1);
-  if (num_prompt + max_tokens > config_.max_model_len) {
-    return OutOfRange(fmt::format(
-        "this model's maximum context length (--max-model-len) is {} tokens, but the request "
-        "has {} prompt tokens and asks for {} more ({} in total)",
-        config_.max_model_len, num_prompt, max_tokens, num_prompt + max_tokens));
-  }
-  return Status::Ok();
-}
-
-Status Scheduler::AddRequest(NewRequest request) {
-  KV_RETURN_IF_ERROR(ValidateRequest(request));
-  if (requests_.count(request.id) != 0) {
-    return InvalidArgument(fmt::format("request id {} is already in use", request.id));
-  }
+  CHECK_GE(num_prompt, 1) << "request " << request.id << ": an empty prompt";
+  CHECK(!request.max_tokens || *request.max_tokens >= 1) << "request " << request.id;
+  CHECK_LE(num_prompt + request.max_tokens.value_or(1), config_.max_model_len)
+      << "request " << request.id << " is longer than max_model_len";
+  CHECK_EQ(requests_.count(request.id), 0u) << "request id " << request.id << " is in use";
   auto r = std::make_unique<Request>();
   r->id = request.id;
   r->num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
@@ -76,7 +62,6 @@ Status Scheduler::AddRequest(NewRequest request) {
   r->arrival_index = next_arrival_++;
   waiting_.push_back(r->id);
   requests_[r->id] = std::move(r);
-  return Status::Ok();
 }
 
 SchedulerOutput Scheduler::Schedule() {

@@ -24,7 +24,7 @@
 // did arrive, frees the rest and readmits the request without lower-tier lookups.
 // The scheduler includes no model and no math (DESIGN.md hard rule): it hands out a plain
 // SchedulerOutput and takes sampled tokens back in UpdateFromOutput.
-// Thread safety: none; one engine thread owns it. ValidateRequest only reads the immutable
+// Thread safety: none; one engine thread owns it. config() only reads the immutable
 // config and may be called from any thread.
 #pragma once
 
@@ -107,11 +107,10 @@ class Scheduler {
 
   const SchedulerConfig& config() const { return config_; }
 
-  // InvalidArgument for an empty prompt or max_tokens < 1; OutOfRange when prompt +
-  // max_tokens exceeds max_model_len (the message names every number). Thread-safe.
-  Status ValidateRequest(const NewRequest& request) const;
-  // Validates, then queues the request (waiting). InvalidArgument for a duplicate id.
-  Status AddRequest(NewRequest request);
+  // Queues the request (waiting).
+  // note: the engine validated it (Engine::ValidateRequest): a prompt of at least one token,
+  // max_tokens >= 1 when set, prompt + max_tokens <= max_model_len; the id is unused (CHECKed).
+  void AddRequest(NewRequest request);
 
   // Plans one step (see the class comment). Reserves the blocks of everything scheduled.
   SchedulerOutput Schedule();

@@ -66,7 +66,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
       oc.file = offload::FileTierConfig{(dir_ / "fs").string(), 8, 8};
     }
     config.offload = oc;
-    Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(m.path(), config);
+    Result<std::unique_ptr<Engine>> engine = Engine::Load(m.path(), config);
     CHECK(engine.ok()) << engine.status().ToString();
     return std::move(engine).value();
   }
