@@ -1,13 +1,13 @@
 // kvserve generate MODEL --prompt TEXT -n N: one request through the engine (the same path as
 // `serve`, with max-num-seqs 1), streamed to stdout: text, or one JSON object per token with
 // --json. llama.cpp's sampling flags and defaults; the engine flags of tools/engine_flags.h.
-#include <chrono>
-#include <cstdio>
-#include <string>
+#include <fmt/format.h>
 
 #include <CLI/CLI.hpp>
-#include <fmt/format.h>
+#include <chrono>
+#include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
 
 #include "core/log.h"
 #include "engine/engine.h"
@@ -33,14 +33,16 @@ struct GenerateOptions {
   EngineFlags engine_flags;
 };
 
-double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+double Seconds(Clock::duration d) {
+  return std::chrono::duration<double>(d).count();
+}
 
 nlohmann::json TokenJson(const tokenizer::Tokenizer& tok, const engine::TokenOutput& t,
                          const std::string& text) {
   nlohmann::json top = nlohmann::json::array();
   for (const sampling::TokenLogprob& l : t.top_logprobs) {
-    top.push_back({{"id", l.token}, {"logprob", l.logprob},
-                   {"text", std::string(tok.TokenPiece(l.token))}});
+    top.push_back(
+        {{"id", l.token}, {"logprob", l.logprob}, {"text", std::string(tok.TokenPiece(l.token))}});
   }
   return {{"id", t.token}, {"text", text}, {"logprob", t.logprob}, {"top_logprobs", top}};
 }
@@ -87,14 +89,13 @@ Status Run(GenerateOptions o) {
   int64_t generated = 0;
   while (eng->HasUnfinished()) {
     for (engine::RequestOutput& out : eng->Step()) {
-      if (out.token) {
+      for (const engine::TokenOutput& token : out.tokens) {
         if (generated++ == 0) t_first = Clock::now();
-        const std::string text = decoder.Push(out.token->token);
-        std::fputs(o.json ? (TokenJson(tok, *out.token, text).dump() + "\n").c_str()
-                          : text.c_str(),
-                   stdout);
-        std::fflush(stdout);
+        const std::string text = decoder.Push(token.token);
+        std::fputs(
+            o.json ? (TokenJson(tok, token, text).dump() + "\n").c_str() : text.c_str(), stdout);
       }
+      std::fflush(stdout);
       if (out.finish && *out.finish == engine::FinishReason::kError) return Internal(out.error);
     }
   }
@@ -126,8 +127,8 @@ void RegisterGenerate(CLI::App& app) {
   cmd->add_option("--top-k", o->sampling.top_k, "top-k; 0 = off")->capture_default_str();
   cmd->add_option("--top-p", o->sampling.top_p, "top-p; 1 = off")->capture_default_str();
   cmd->add_option("--min-p", o->sampling.min_p, "min-p; 0 = off")->capture_default_str();
-  cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty,
-                  "repetition penalty; 1 = off")->capture_default_str();
+  cmd->add_option("--repeat-penalty", o->sampling.repetition_penalty, "repetition penalty; 1 = off")
+      ->capture_default_str();
   cmd->add_option("--presence-penalty", o->sampling.presence_penalty)->capture_default_str();
   cmd->add_option("--frequency-penalty", o->sampling.frequency_penalty)->capture_default_str();
   cmd->add_flag("--ignore-eos", o->sampling.ignore_eos, "keep generating after EOS");

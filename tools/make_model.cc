@@ -5,13 +5,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <memory>
 #include <variant>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "gguf/gguf.h"
 #include "model/architecture.h"
@@ -94,9 +93,11 @@ void RegisterMakeModel(CLI::App& app) {
     arch_names.emplace_back(a.name);
     for (std::string_view p : a.presets) presets.push_back(fmt::format("{} ({})", p, a.name));
   }
-  cmd->add_option("--arch", options->arch, "Architecture: " + fmt::format("{}", fmt::join(arch_names, ", ")))
+  cmd->add_option("--arch", options->arch,
+                  "Architecture: " + fmt::format("{}", fmt::join(arch_names, ", ")))
       ->capture_default_str();
-  cmd->add_option("--preset", options->preset, "Model shape: " + fmt::format("{}", fmt::join(presets, ", ")))
+  cmd->add_option("--preset", options->preset,
+                  "Model shape: " + fmt::format("{}", fmt::join(presets, ", ")))
       ->capture_default_str();
   cmd->add_option("--type", *type_name,
                   "Weight types: pure f32, f16, bf16, q8_0, q4_0, or llama.cpp's quantize mix of "

@@ -5,10 +5,10 @@
 // Owns the model, the KV cache manager, the scheduler, the sampler, the thread pool
 // and, per request, its sampling parameters, seed and timestamps.
 // Determinism (DESIGN.md section 5): a request's logits depend only on its own tokens (the
-// model's contract, model/model.h) and its draws only on (seed, position) (sampling/rng.h), so its tokens and
-// logprobs are the same alone or batched, however chunked, preempted or served from the prefix
-// cache, with any thread count.
-// Thread safety: none; one thread calls everything (ValidateRequest excepted).
+// model's contract, model/model.h) and its draws only on (seed, position) (sampling/rng.h), so its
+// tokens and logprobs are the same alone or batched, however chunked, preempted or served from the
+// prefix cache, with any thread count. Thread safety: none; one thread calls everything
+// (ValidateRequest excepted).
 #pragma once
 
 #include <chrono>
@@ -23,6 +23,7 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/metrics.h"
+#include "engine/speculative.h"
 #include "kv/kv_cache_manager.h"
 #include "model/kv_layout.h"
 #include "model/model.h"
@@ -51,11 +52,11 @@ struct EngineConfig {
   // --kv-transfer-config / --kv-offloading-size: KV tiers below the device pool (needs
   // prefix caching).
   std::optional<offload::OffloadConfig> offload;
+  // --speculative-config: draft tokens verified in the same forward pass (engine/speculative.h).
+  std::optional<SpeculativeConfig> speculative;
 
   // kv_cache_bytes, or kv::DefaultCpuKvBudgetBytes().
-  uint64_t KvBudgetBytes() const {
-    return kv_cache_bytes.value_or(kv::DefaultCpuKvBudgetBytes());
-  }
+  uint64_t KvBudgetBytes() const { return kv_cache_bytes.value_or(kv::DefaultCpuKvBudgetBytes()); }
   // num_threads, or DefaultThreadCount() (every core).
   int NumThreads() const { return num_threads.value_or(DefaultThreadCount()); }
 };
@@ -73,12 +74,13 @@ struct TokenOutput {
   std::vector<sampling::TokenLogprob> top_logprobs;  // params.logprobs of them, most likely first
 };
 
-// What one step produced for one request: at most one token, and the finish if it ended.
+// What one step produced for one request: its new tokens (one; more when drafts were accepted;
+// none for a prefill chunk), and the finish if it ended.
 struct RequestOutput {
   RequestId id = 0;
-  std::optional<TokenOutput> token;
+  std::vector<TokenOutput> tokens;
   std::optional<FinishReason> finish;
-  std::string error;  // for kError
+  std::string error;              // for kError
   int64_t num_cached_tokens = 0;  // prompt tokens served from a cache tier at admission
 };
 
@@ -147,6 +149,7 @@ class Engine {
     bool scheduled = false;
     int64_t num_generated = 0;
     int64_t num_cached_tokens = 0;  // at the latest admission
+    DraftBackoff draft_backoff;     // speculative decoding
   };
 
   Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
@@ -154,6 +157,12 @@ class Engine {
          int64_t max_model_len, std::optional<int32_t> eos);
   void BuildBatch(const scheduler::SchedulerOutput& plan);
   std::vector<scheduler::SampledToken> SampleAll(const scheduler::SchedulerOutput& plan);
+  // Samples request s's rows (1 + its drafts) from `logits` until a token differs from its
+  // draft, a stop token, or the end: the tokens decoding without drafts would give.
+  void SampleWithDrafts(const scheduler::ScheduledRequest& s, const float* logits,
+                        sampling::Sampler& sampler, std::vector<sampling::SampleResult>& out);
+  // Proposes the next step's drafts of every running decoding request (speculative config).
+  void ProposeDrafts();
   std::vector<RequestOutput> CollectOutputs(const scheduler::SchedulerOutput& plan,
                                             std::span<const scheduler::SampledToken> sampled,
                                             std::span<const scheduler::FinishedRequest> finished);
@@ -164,7 +173,7 @@ class Engine {
   std::unique_ptr<kv::KvCacheManager> kv_;
   std::unique_ptr<offload::TieredKvConnector> connector_;  // null without tiers; uses kv_
   std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
-  model::KvViews kv_views_;  // of every group; the arenas never move
+  model::KvViews kv_views_;                                // of every group; the arenas never move
   ThreadPool pool_;
   std::vector<sampling::Sampler> samplers_;  // one per pool thread (scratch buffers)
   std::optional<int32_t> eos_token_id_;
@@ -174,7 +183,7 @@ class Engine {
   // Per-step buffers, reused.
   model::Batch batch_;
   std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups): batch_'s tables
-  std::vector<float> logits_;             // (max_num_seqs, vocab)
+  std::vector<float> logits_;  // (max_num_seqs * (1 + k) capped at the token budget, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;
 };

@@ -50,7 +50,9 @@ const std::array<Architecture, 2> kArchitectures = {{
 
 }  // namespace
 
-std::span<const Architecture> Architectures() { return kArchitectures; }
+std::span<const Architecture> Architectures() {
+  return kArchitectures;
+}
 
 Result<const Architecture*> FindArchitecture(std::string_view name) {
   std::vector<std::string_view> names;

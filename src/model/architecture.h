@@ -5,7 +5,8 @@
 //   read_kv_shape  metadata -> its KV shape (model/kv_layout.h), no tensor bytes read, so
 //                  `inspect` and `plan` work on any file of the architecture
 //   load           the mapped file -> a Model (model/model.h) with its weights bound in place
-//   write_random   a make-model preset -> a GGUF writer with random weights (model/random_weights.h)
+//   write_random   a make-model preset -> a GGUF writer with random weights
+//   (model/random_weights.h)
 #pragma once
 
 #include <memory>

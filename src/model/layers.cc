@@ -32,6 +32,8 @@ void FlattenBatch(const Batch& batch, const BatchLimits& limits, TokenRows& rows
   int64_t row = 0;
   for (const SequenceInput& s : batch.sequences) {
     CHECK(!s.tokens.empty()) << "a sequence in a batch needs at least one token";
+    CHECK(s.num_logits >= 0 && s.num_logits <= static_cast<int64_t>(s.tokens.size()))
+        << "num_logits " << s.num_logits << " of " << s.tokens.size() << " tokens";
     CHECK_GE(s.start_pos, 0);
     const int64_t end_pos = s.start_pos + static_cast<int64_t>(s.tokens.size());
     CHECK_LE(end_pos, limits.max_context_tokens) << "sequence longer than max_context_tokens";
@@ -66,7 +68,8 @@ Activations::Activations(int64_t t, int64_t dim, int64_t ffn_dim)
 void NormRows(const float* weight, const float* in, float* out, int64_t rows, int64_t dim,
               float eps, ThreadPool& pool) {
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) kernels::RmsNorm(in + t * dim, weight, out + t * dim, dim, eps);
+    for (size_t t = begin; t < end; ++t)
+      kernels::RmsNorm(in + t * dim, weight, out + t * dim, dim, eps);
   });
 }
 
@@ -107,8 +110,7 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       kernels::Rope(*layer.rope, buf.q.data() + t * q_row, shape.num_heads, rows.positions[t]);
-      kernels::Rope(*layer.rope, buf.k.data() + t * kv_row, shape.num_kv_heads,
-                    rows.positions[t]);
+      kernels::Rope(*layer.rope, buf.k.data() + t * kv_row, shape.num_kv_heads, rows.positions[t]);
     }
   });
   // 2. Store K/V in the cache, then 3. attend reading everything back as stored.
@@ -143,16 +145,15 @@ void GatedFfnBlock(const FfnWeights& w, float eps, int64_t n, Activations& act,
 }
 
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
-            const kernels::WeightMatrix& output, Activations& act,
-            kernels::MatMulScratch& scratch, ThreadPool& pool, float* logits) {
+            const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
+            ThreadPool& pool, float* logits) {
   const int64_t dim = output.cols;
   int64_t num_rows = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const SequenceInput& s = batch.sequences[i];
-    if (!s.want_logits) continue;
-    const int64_t last_row = rows.first_row[i] + static_cast<int64_t>(s.tokens.size()) - 1;
-    std::copy_n(act.x.data() + last_row * dim, dim, act.last.data() + num_rows * dim);
-    ++num_rows;
+    const int64_t first = rows.first_row[i] + static_cast<int64_t>(s.tokens.size()) - s.num_logits;
+    std::copy_n(act.x.data() + first * dim, s.num_logits * dim, act.last.data() + num_rows * dim);
+    num_rows += s.num_logits;
   }
   if (num_rows == 0) return;
   CHECK(logits != nullptr);

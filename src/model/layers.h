@@ -114,17 +114,18 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
 
 // The gated (SwiGLU) FFN block: n = RMSNorm(x) * norm; x += Wdown (silu(Wgate n) * (Wup n)).
 struct FfnWeights {
-  const float* norm = nullptr;                // (dim)
-  kernels::WeightMatrix gate, up, down;       // (ffn, dim) x2, (dim, ffn)
+  const float* norm = nullptr;           // (dim)
+  kernels::WeightMatrix gate, up, down;  // (ffn, dim) x2, (dim, ffn)
 };
 FfnWeights BindFfn(const gguf::GgufFile& file, int layer);
 void GatedFfnBlock(const FfnWeights& w, float eps, int64_t num_tokens, Activations& act,
                    kernels::MatMulScratch& scratch, ThreadPool& pool);
 
-// logits = Woutput (RMSNorm(x) * norm) for the last row of every sequence that wants logits,
-// in sequence order. logits: (batch.NumLogitRows(), output.rows); untouched when none does.
+// logits = Woutput (RMSNorm(x) * norm) for the last num_logits rows of every sequence, in
+// sequence then position order. logits: (batch.NumLogitRows(), output.rows); untouched when
+// no sequence wants any.
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
-            const kernels::WeightMatrix& output, Activations& act,
-            kernels::MatMulScratch& scratch, ThreadPool& pool, float* logits);
+            const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
+            ThreadPool& pool, float* logits);
 
 }  // namespace kvserve::model

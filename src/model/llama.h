@@ -51,9 +51,9 @@ class LlamaModel final : public Model {
   kernels::RopeParams rope_;
 
   // Weights, pointing into file_'s mapping.
-  kernels::WeightMatrix token_embd_;    // (vocab, dim)
-  kernels::WeightMatrix output_;        // (vocab, dim): token_embd_ when tied
-  const float* output_norm_ = nullptr;  // (dim)
+  kernels::WeightMatrix token_embd_;         // (vocab, dim)
+  kernels::WeightMatrix output_;             // (vocab, dim): token_embd_ when tied
+  const float* output_norm_ = nullptr;       // (dim)
   std::vector<AttentionWeights> attention_;  // (layers)
   std::vector<FfnWeights> ffn_;              // (layers)
 

@@ -22,9 +22,9 @@ struct LlamaSpec {
   int64_t ffn_dim = 96;
   int64_t vocab_size = 128;
   int64_t context_length = 256;
-  bool tied_output = false;              // no output.weight: logits use token_embd.weight
-  std::optional<int64_t> rope_dim;       // written when set (readers default to head_dim)
-  std::optional<double> rope_freq_base;  // written when set (readers default to 10000)
+  bool tied_output = false;                 // no output.weight: logits use token_embd.weight
+  std::optional<int64_t> rope_dim;          // written when set (readers default to head_dim)
+  std::optional<double> rope_freq_base;     // written when set (readers default to 10000)
   std::optional<double> rope_linear_scale;  // rope.scaling.type "linear" when set
 
   int64_t HeadDim() const { return dim / num_heads; }
@@ -37,9 +37,9 @@ struct LlamaSpec {
 Result<LlamaSpec> FindLlamaPreset(std::string_view name);
 
 // The model's metadata, weights and, when vocab_size >= 260, a SentencePiece vocabulary
-// (SetSpmTokenizer; a smaller model has token ids only). Weights: matrices uniform with variance 1/fan_in (bound
-// sqrt(3 / fan_in)), so activations keep their scale; embeddings with variance 1; the output
-// with variance 4/dim, so logits have standard deviation ~2 (peaked, not degenerate).
+// (SetSpmTokenizer; a smaller model has token ids only). Weights: matrices uniform with variance
+// 1/fan_in (bound sqrt(3 / fan_in)), so activations keep their scale; embeddings with variance 1;
+// the output with variance 4/dim, so logits have standard deviation ~2 (peaked, not degenerate).
 Result<gguf::GgufWriter> LlamaRandomWriter(const LlamaSpec& spec, const RandomWeights& weights);
 
 }  // namespace kvserve::model

@@ -12,15 +12,17 @@ int64_t Batch::NumTokens() const {
 }
 
 int64_t Batch::NumLogitRows() const {
-  return std::count_if(sequences.begin(), sequences.end(),
-                       [](const SequenceInput& s) { return s.want_logits; });
+  int64_t n = 0;
+  for (const SequenceInput& s : sequences) n += s.num_logits;
+  return n;
 }
 
 Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t context_length) {
   LoadOptions resolved = options;
   if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
   if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens = static_cast<int32_t>(std::min<int64_t>(context_length, INT32_MAX));
+    resolved.max_context_tokens =
+        static_cast<int32_t>(std::min<int64_t>(context_length, INT32_MAX));
   }
   if (*resolved.max_context_tokens <= 0) {
     return InvalidArgument("max_context_tokens must be positive");

@@ -17,33 +17,35 @@ constexpr std::string_view kSpace = "\xE2\x96\x81";  // "▁", SentencePiece's w
 
 // Frequent English words and letter pairs, most frequent first: they come right after the
 // single letters so even the tiny vocabulary has them.
-constexpr std::array kCommonBigrams = {"th", "he", "in", "er", "an", "re", "on", "at", "en",
-                                       "nd", "ti", "es", "or", "te", "of", "ed", "is", "it",
-                                       "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as",
-                                       "ou", "io", "le", "ve", "co", "me", "de", "hi", "ri",
-                                       "ro", "ic", "ne", "ea", "ra", "ce", "ll", "ay", "ot"};
+constexpr std::array kCommonBigrams = {
+    "th", "he", "in", "er", "an", "re", "on", "at", "en", "nd", "ti", "es", "or", "te", "of",
+    "ed", "is", "it", "al", "ar", "st", "to", "nt", "ng", "se", "ha", "as", "ou", "io", "le",
+    "ve", "co", "me", "de", "hi", "ri", "ro", "ic", "ne", "ea", "ra", "ce", "ll", "ay", "ot"};
 constexpr std::array kCommonWords = {
-    "the",   "and",  "of",    "to",    "a",     "in",    "is",    "it",   "you",   "that",
-    "he",    "was",  "for",   "on",    "are",   "with",  "as",    "I",    "his",   "they",
-    "be",    "at",   "one",   "have",  "this",  "from",  "or",    "had",  "by",    "not",
-    "word",  "but",  "what",  "some",  "we",    "can",   "out",   "other", "were", "all",
-    "there", "when", "up",    "use",   "your",  "how",   "said",  "an",   "each",  "she",
-    "which", "do",   "their", "time",  "if",    "will",  "way",   "about", "many", "then",
-    "them",  "would", "write", "like", "so",    "these", "her",   "long", "make",  "thing",
-    "see",   "him",  "two",   "has",   "look",  "more",  "day",   "could", "go",   "come",
-    "did",   "my",   "sound", "no",    "most",  "people", "over", "know", "water", "than",
-    "call",  "first", "who",  "may",   "down",  "side",  "been",  "now",  "find",  "any",
-    "new",   "work", "part",  "take",  "get",   "place", "made",  "live", "where", "after",
-    "back",  "little", "only", "round", "man",  "year",  "came",  "show", "every", "good",
-    "me",    "give", "our",   "under", "name",  "very",  "through", "just", "form", "much",
-    "great", "think", "say",  "help",  "low",   "line",  "before", "turn", "cause", "same",
-    "mean",  "differ", "move", "right", "boy",  "old",   "too",   "does", "tell",  "sentence",
-    "set",   "three", "want", "air",   "well",  "also",  "play",  "small", "end",  "put",
-    "home",  "read", "hand",  "port",  "large", "spell", "add",   "even", "land",  "here",
-    "must",  "big",  "high",  "such",  "follow", "act",  "why",   "ask",  "men",   "change",
-    "went",  "light", "kind", "off",   "need",  "house", "picture", "try", "us",   "again",
-    "animal", "point", "mother", "world", "near", "build", "self", "earth", "father", "story",
-    "once",  "upon", "girl",  "happy", "friend", "play", "sun",   "tree", "dog",   "cat"};
+    "the",     "and",    "of",    "to",     "a",      "in",       "is",      "it",    "you",
+    "that",    "he",     "was",   "for",    "on",     "are",      "with",    "as",    "I",
+    "his",     "they",   "be",    "at",     "one",    "have",     "this",    "from",  "or",
+    "had",     "by",     "not",   "word",   "but",    "what",     "some",    "we",    "can",
+    "out",     "other",  "were",  "all",    "there",  "when",     "up",      "use",   "your",
+    "how",     "said",   "an",    "each",   "she",    "which",    "do",      "their", "time",
+    "if",      "will",   "way",   "about",  "many",   "then",     "them",    "would", "write",
+    "like",    "so",     "these", "her",    "long",   "make",     "thing",   "see",   "him",
+    "two",     "has",    "look",  "more",   "day",    "could",    "go",      "come",  "did",
+    "my",      "sound",  "no",    "most",   "people", "over",     "know",    "water", "than",
+    "call",    "first",  "who",   "may",    "down",   "side",     "been",    "now",   "find",
+    "any",     "new",    "work",  "part",   "take",   "get",      "place",   "made",  "live",
+    "where",   "after",  "back",  "little", "only",   "round",    "man",     "year",  "came",
+    "show",    "every",  "good",  "me",     "give",   "our",      "under",   "name",  "very",
+    "through", "just",   "form",  "much",   "great",  "think",    "say",     "help",  "low",
+    "line",    "before", "turn",  "cause",  "same",   "mean",     "differ",  "move",  "right",
+    "boy",     "old",    "too",   "does",   "tell",   "sentence", "set",     "three", "want",
+    "air",     "well",   "also",  "play",   "small",  "end",      "put",     "home",  "read",
+    "hand",    "port",   "large", "spell",  "add",    "even",     "land",    "here",  "must",
+    "big",     "high",   "such",  "follow", "act",    "why",      "ask",     "men",   "change",
+    "went",    "light",  "kind",  "off",    "need",   "house",    "picture", "try",   "us",
+    "again",   "animal", "point", "mother", "world",  "near",     "build",   "self",  "earth",
+    "father",  "story",  "once",  "upon",   "girl",   "happy",    "friend",  "play",  "sun",
+    "tree",    "dog",    "cat"};
 constexpr std::string_view kPunctuation = ".,!?;:'\"-()";
 
 class VocabBuilder {
@@ -165,9 +167,9 @@ void SetSpmTokenizer(int64_t vocab_size, gguf::GgufWriter& w) {
   using gguf::Value;
   std::vector<std::string> tokens = MakeVocabTokens(vocab_size);
   std::vector<float> scores(tokens.size(), 0.0f);
-  std::vector<int32_t> types(tokens.size(), 1);  // normal
-  types[0] = 2;                                  // <unk>: unknown
-  types[1] = types[2] = 3;                       // <s>, </s>: control
+  std::vector<int32_t> types(tokens.size(), 1);    // normal
+  types[0] = 2;                                    // <unk>: unknown
+  types[1] = types[2] = 3;                         // <s>, </s>: control
   for (int i = 3; i < 3 + 256; ++i) types[i] = 6;  // <0xXX>: byte
   for (size_t i = 3 + 256; i < tokens.size(); ++i) scores[i] = -static_cast<float>(i - 259);
   w.Set("tokenizer.ggml.model", Value::Str("llama"));

@@ -86,16 +86,16 @@ class V41Model final : public Model {
   std::vector<std::vector<kernels::HybridSequence>> seqs_;  // [latent group] (0: window only)
 
   // Scratch, T = max_batch_tokens, D = latent_dim, H = heads.
-  Activations act_;                   // x, xb, proj, gate, up, last
-  std::vector<float> q_, att_;        // (T, H * D)
-  std::vector<float> row_;            // (T, D)
-  std::vector<float> q_idx_;          // (T, index_heads * index_dim)
-  std::vector<float> w_idx_;          // (T, index_heads)
-  std::vector<float> cin_;            // (T, max_ratio * D): compression inputs
-  std::vector<float> centry_;         // (T, D)
-  std::vector<float> kidx_;           // (T, index_dim)
-  std::vector<int32_t> entry_pos_;    // (T): first token of each entry being written
-  std::vector<int64_t> entry_seq_;    // (T)
+  Activations act_;                 // x, xb, proj, gate, up, last
+  std::vector<float> q_, att_;      // (T, H * D)
+  std::vector<float> row_;          // (T, D)
+  std::vector<float> q_idx_;        // (T, index_heads * index_dim)
+  std::vector<float> w_idx_;        // (T, index_heads)
+  std::vector<float> cin_;          // (T, max_ratio * D): compression inputs
+  std::vector<float> centry_;       // (T, D)
+  std::vector<float> kidx_;         // (T, index_dim)
+  std::vector<int32_t> entry_pos_;  // (T): first token of each entry being written
+  std::vector<int64_t> entry_seq_;  // (T)
   std::unique_ptr<kernels::HybridAttentionScratch> attention_scratch_;
   std::unique_ptr<kernels::MatMulScratch> matmul_scratch_;
 };
