@@ -14,17 +14,24 @@ namespace {
 constexpr float kGroupMaxEps = 1e-15f;  // ggml's GROUP_MAX_EPS
 constexpr int kTries = 7;
 
-// Index of the table value nearest to v, a tie going to the larger value: v picks entry i once
-// it reaches the midpoint of entries i - 1 and i (compared exactly as 2 v >= sum; ggml's
-// best_index_int8). NaN picks 0.
+// Index of the table value nearest to v, as ggml's best_index_int8 of the llama.cpp that
+// node-llama-cpp@3.21.1 ships: clamp to the ends, bisect, then compare the two f32 distances
+// (a tie goes to the larger value; NaN picks 15). Newer ggml compares 2 v with the exact
+// midpoint instead, which can differ only when a distance rounds.
 int NearestTableIndex(float v) {
-  const float v2 = v + v;
-  int idx = 0;
-  for (int step = 8; step > 0; step >>= 1) {
-    const int j = idx + step;
-    idx = v2 >= static_cast<float>(kIq4NlValues[j - 1] + kIq4NlValues[j]) ? j : idx;
+  const int8_t* val = kIq4NlValues;
+  if (v <= val[0]) return 0;
+  if (v >= val[15]) return 15;
+  int lo = 0, hi = 15;
+  while (hi - lo > 1) {
+    const int mid = (lo + hi) / 2;
+    if (v < val[mid]) {
+      hi = mid;
+    } else {
+      lo = mid;
+    }
   }
-  return idx;
+  return v - static_cast<float>(val[hi - 1]) < static_cast<float>(val[hi]) - v ? hi - 1 : hi;
 }
 
 // Best scale of one block of 32 (weights x^2) and its codes L; 0 for an all-(near-)zero block.
