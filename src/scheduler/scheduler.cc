@@ -99,8 +99,10 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput&
   CHECK_GT(n, 0) << "running request " << r.id << " has nothing to compute";
   while (!kv_->AllocateSlots(r.id, r.num_computed_tokens, n)) {
     if (running_.size() == 1) {
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens so far)", r.id, r.NumTokens()),
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens so far)",
+                                  r.id, r.NumTokens()),
                       out);
       return false;
     }
@@ -161,12 +163,12 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
         continue;
       }
       if (!running_.empty()) return;  // wait for running requests to free blocks
-      kv_->Free(r.id);  // its loaded blocks stay in the prefix cache: admit it afresh
+      kv_->Free(r.id);                // its loaded blocks stay in the prefix cache: admit it afresh
       r.num_computed_tokens = 0;
       continue;
     }
-    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(
-        r.tokens, r.cache_salt, r.use_lower_tiers ? connector_ : nullptr);
+    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(r.tokens, r.cache_salt,
+                                                     r.use_lower_tiers ? connector_ : nullptr);
     if (hit.num_load_blocks > 0) {
       if (StartLoad(r, std::move(hit))) continue;
       if (!running_.empty()) return;
@@ -179,8 +181,10 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
       if (!running_.empty()) return;  // wait for running requests to free blocks
       waiting_.pop_front();
       running_.push_back(r.id);  // FinishWithError removes it from running_
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens)", r.id, r.NumTokens()),
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens)",
+                                  r.id, r.NumTokens()),
                       out);
       continue;
     }
