@@ -1,6 +1,7 @@
 // Forward-pass throughput of make-model's random-weight 110m llama (dim 768, 12 layers, 12 heads,
 // FFN 2048, vocab 32000, ctx 32768, tied output) on CPU with 2 threads (KVSERVE_BENCH_THREADS): prefill of a 512-token
-// prompt and decode of 128 tokens, weights in F16 and Q8_0, KV in F16; batched decode of 1..64 sequences (issue 4);
+// prompt and decode of 128 tokens, weights in F16, Q8_0, Q4_K and Q6_K (every matrix in that
+// type), KV in F16; batched decode of 1..64 sequences (issue 4);
 // single-stream decode at context 256 and 2048 with F16, Q8_0 and FP8 KV (issue 3).
 // The model file is generated once into /tmp.
 #include <benchmark/benchmark.h>
@@ -232,11 +233,28 @@ BENCHMARK_CAPTURE(BM_Prefill512, q8_0, tensor::DType::kQ8_0)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill512, q4_k, tensor::DType::kQ4_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill512, q6_k, tensor::DType::kQ6_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode128, f16, tensor::DType::kF16)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode128, q8_0, tensor::DType::kQ8_0)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+BENCHMARK_CAPTURE(BM_Decode128, q4_k, tensor::DType::kQ4_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode128, q6_k, tensor::DType::kQ6_K)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -154,6 +154,8 @@ class GgufWriter {
  public:
   // Replaces an existing key's value in place.
   void Set(std::string key, Value value);
+  // The value set for `key`, or nullptr.
+  const Value* Find(std::string_view key) const;
   // dims: ne[0] first. data must be RowBytes(type, dims[0]) * (product of other dims) bytes.
   Status AddTensor(std::string name, std::vector<int64_t> dims, tensor::DType type,
                    std::vector<uint8_t> data);

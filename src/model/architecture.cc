@@ -39,6 +39,7 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
   spec.weights.matrix_type = weights.matrix_type;
   spec.weights.type_of = weights.type_of;
   spec.weights.seed = weights.seed;
+  spec.weights.list_only = weights.list_only;
   return V41ModelWriter(spec);
 }
 

@@ -5,6 +5,9 @@
 
 #include <vector>
 
+#include "gguf/ggml_types.h"
+#include "kernels/weight_matrix.h"
+
 namespace kvserve::model {
 namespace {
 
@@ -21,19 +24,9 @@ Result<int64_t> RequiredPositiveInt(const gguf::GgufFile& file, const std::strin
   return *value;
 }
 
-bool IsMatrixDType(tensor::DType t) {
-  switch (t) {
-    case tensor::DType::kF32:
-    case tensor::DType::kF16:
-    case tensor::DType::kBF16:
-    case tensor::DType::kQ8_0:
-    case tensor::DType::kQ4_0: return true;
-    default: return false;
-  }
-}
-
 // Checks that tensor `name` exists with dims `dims` (ne[0] first). Matrices may be any dtype
-// the matmul reads whose blocks tile a row; vectors (norm weights) must be F32.
+// the matmul reads whose blocks tile a row (kernels::MatrixFromTensor); vectors (norm
+// weights) must be F32.
 Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
                    const std::vector<int64_t>& dims) {
   const gguf::TensorInfo* info = file.FindTensor(name);
@@ -42,16 +35,11 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
     return InvalidArgument(fmt::format("tensor '{}' has shape [{}], config expects [{}]", name,
                                        fmt::join(info->dims, ", "), fmt::join(dims, ", ")));
   }
-  if (!info->dtype) {
-    return InvalidArgument(fmt::format("tensor '{}' has ggml type {}, which kvserve cannot use",
-                                       name, info->ggml_type));
-  }
-  const tensor::DType t = *info->dtype;
-  const bool ok = dims.size() == 1 ? t == tensor::DType::kF32
-                                   : IsMatrixDType(t) && tensor::IsValidRowLength(t, dims[0]);
-  if (!ok) {
-    return InvalidArgument(fmt::format("tensor '{}' of dtype {} and row length {} is not supported",
-                                       name, tensor::DTypeName(t), dims[0]));
+  if (dims.size() == 2) return kernels::MatrixFromTensor(*info).status();
+  if (info->dtype != tensor::DType::kF32) {
+    const std::optional<gguf::GgmlTypeInfo> type = gguf::FindGgmlType(info->ggml_type);
+    return InvalidArgument(fmt::format("tensor '{}' must be f32, not ggml type {}", name,
+                                       type ? type->name : "unknown"));
   }
   return Status::Ok();
 }

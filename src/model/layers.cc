@@ -5,13 +5,16 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "kernels/weight_matrix.h"
 
 namespace kvserve::model {
 
 kernels::WeightMatrix BindMatrix(const gguf::GgufFile& file, const std::string& name) {
   const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2) << name;
-  return {info->data, *info->dtype, info->dims[1], info->dims[0]};
+  CHECK(info != nullptr) << name;  // the architecture's config check found it
+  Result<kernels::WeightMatrix> matrix = kernels::MatrixFromTensor(*info);
+  CHECK(matrix.ok()) << matrix.status().ToString();
+  return *matrix;
 }
 
 const float* BindVector(const gguf::GgufFile& file, const std::string& name) {

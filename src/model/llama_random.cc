@@ -7,12 +7,13 @@
 namespace kvserve::model {
 namespace {
 
-void SetMetadata(const LlamaSpec& s, tensor::DType type, gguf::GgufWriter& w) {
+void SetMetadata(const LlamaSpec& s, tensor::DType type, std::optional<uint32_t> file_type,
+                 gguf::GgufWriter& w) {
   using gguf::Value;
   auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
   w.Set("general.architecture", Value::Str("llama"));
   w.Set("general.name", Value::Str("kvserve-random-" + s.name));
-  w.Set("general.file_type", Value::U32(LlamaFileType(type)));
+  w.Set("general.file_type", Value::U32(file_type ? *file_type : LlamaFileType(type)));
   if (type != tensor::DType::kF32 && type != tensor::DType::kF16 && type != tensor::DType::kBF16) {
     w.Set("general.quantization_version", Value::U32(2));
   }
@@ -80,7 +81,8 @@ Result<gguf::GgufWriter> LlamaRandomWriter(const LlamaSpec& spec, const RandomWe
     return InvalidArgument("llama spec: heads must divide dim and kv heads must divide heads");
   }
   gguf::GgufWriter w;
-  SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.dim), w);
+  SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.dim), weights.file_type,
+              w);
   if (spec.vocab_size >= 260) SetSpmTokenizer(spec.vocab_size, w);
   RandomTensorWriter tensors(w, weights);
   KV_RETURN_IF_ERROR(AddWeights(spec, tensors));

@@ -186,13 +186,13 @@ TEST(GgufHostile, TensorProblems) {
 }
 
 TEST(GgufHostile, UnsupportedGgmlTypesStillOpen) {
-  auto f = GgufFile::FromBuffer(OneTensor({256, 2}, 12, 0, 288));  // Q4_K: 144 B / 256 values
+  auto f = GgufFile::FromBuffer(OneTensor({256, 2}, 17, 0, 148));  // IQ2_XS: 74 B / 256 values
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const TensorInfo& t = (*f)->tensors()[0];
-  EXPECT_EQ(t.ggml_type, 12u);
+  EXPECT_EQ(t.ggml_type, 17u);
   EXPECT_EQ(t.dtype, std::nullopt);
-  EXPECT_EQ(t.size_bytes, 288u);
-  ExpectError(OneTensor({256, 2}, 12, 0, 287));
+  EXPECT_EQ(t.size_bytes, 148u);
+  ExpectError(OneTensor({256, 2}, 17, 0, 147));
 }
 
 // ---- randomized truncation and corruption ----

@@ -154,6 +154,29 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
   }
 }
 
+// A tensor of a ggml type kvserve does not compute with is refused at load, naming the type by
+// ggml's name and the tensor (here the type id of blk.0.ffn_down.weight is patched to TQ2_0).
+TEST(ModelConfigTest, NamesUnsupportedGgmlTypeAndTensor) {
+  RandomSpec spec;
+  spec.ffn_dim = 256;  // TQ2_0 rows are blocks of 256
+  spec.matrix_dtype = tensor::DType::kQ8_0;
+  std::vector<uint8_t> bytes = Writer(spec).Serialize();
+  const std::string name = "blk.0.ffn_down.weight";
+  auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end());
+  // name, u32 n_dims (2), 2 x u64 dims, then the u32 type.
+  const size_t type_at = static_cast<size_t>(at - bytes.begin()) + name.size() + 4 + 16;
+  ASSERT_EQ(bytes[type_at], 8);  // Q8_0
+  bytes[type_at] = 35;           // TQ2_0
+  auto file = gguf::GgufFile::FromBuffer(std::move(bytes));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto config = ReadModelConfig(**file);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("tensor 'blk.0.ffn_down.weight' has ggml type tq2_0"),
+            std::string::npos)
+      << config.status().ToString();
+}
+
 // Prefill in chunks of 5, then greedy decode, against the float64 reference.
 void CompareWithReference(const RandomSpec& spec, int prompt_len, int num_decode) {
   std::shared_ptr<const gguf::GgufFile> file = Parse(Writer(spec));
