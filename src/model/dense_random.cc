@@ -294,7 +294,8 @@ std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view pre
     s.sliding_window = 512;
     s.rope_freq_base = 1000000.0;
     s.rms_norm_eps = 1e-6f;
-    Tie(s);
+    s.tied_output = true;
+    s.embedding_std = GemmaEmbeddingStd(s.dim);
   } else {
     return std::nullopt;
   }

@@ -35,6 +35,16 @@ constexpr std::string_view kChatMlTemplate =
     "message['content'] + '<|im_end|>' + '\\n' }}{%- endfor %}{%- if add_generation_prompt %}"
     "{{- '<|im_start|>assistant\\n' }}{%- endif %}";
 
+// Qwen3: ChatML whose past answers (before the last user turn) lose their reasoning.
+constexpr std::string_view kQwen3Template =
+    "{%- set ns = namespace(last_user=0) %}{%- for message in messages %}{%- if message['role'] "
+    "== 'user' %}{%- set ns.last_user = loop.index0 %}{%- endif %}{%- endfor %}{%- for message "
+    "in messages %}{%- set content = message['content'] %}{%- if message['role'] == 'assistant' "
+    "and loop.index0 < ns.last_user and '</think>' in content %}{%- set content = "
+    "content.split('</think>')[-1].lstrip('\\n') %}{%- endif %}{{- '<|im_start|>' + "
+    "message['role'] + '\\n' + content + '<|im_end|>\\n' }}{%- endfor %}{%- if "
+    "add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}";
+
 constexpr std::string_view kPhi3Template =
     "{% for message in messages %}{% if message['role'] == 'system' and message['content'] %}"
     "{{'<|system|>\\n' + message['content'] + '<|end|>\\n'}}{% elif message['role'] == 'user' %}"
@@ -250,8 +260,8 @@ VocabConfig SpmVocab(VocabFamily family, int64_t vocab_size) {
 std::string_view ChatTemplateOf(VocabFamily family) {
   switch (family) {
     case VocabFamily::kLlama3: return kLlama3Template;
-    case VocabFamily::kQwen2:
-    case VocabFamily::kQwen3: return kChatMlTemplate;
+    case VocabFamily::kQwen2: return kChatMlTemplate;
+    case VocabFamily::kQwen3: return kQwen3Template;
     case VocabFamily::kPhi3: return kPhi3Template;
     case VocabFamily::kGemma: return kGemmaTemplate;
     case VocabFamily::kLlamaSpm: return "";
