@@ -116,11 +116,11 @@ Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, d
     if (eng.Metrics().num_prompt_tokens == prompt_before) {
       ++decode.steps;
       decode.seconds += step_seconds;
-      for (const engine::RequestOutput& out : outputs) decode.tokens += out.token ? 1 : 0;
+      for (const engine::RequestOutput& out : outputs) decode.tokens += out.tokens.size();
     }
     for (const engine::RequestOutput& out : outputs) {
       Timing& t = timings[index.at(out.id)];
-      if (out.token) t.token_times.push_back(now());
+      t.token_times.insert(t.token_times.end(), out.tokens.size(), now());
       if (out.finish) {
         if (*out.finish == engine::FinishReason::kError) return Internal(out.error);
         ++done;

@@ -57,7 +57,7 @@ Result<double> Ttft(engine::Engine& eng, const std::vector<int32_t>& prompt,
   double ttft = -1;
   while (eng.HasUnfinished()) {
     for (const engine::RequestOutput& out : eng.Step()) {
-      if (out.id == id && out.token && ttft < 0) {
+      if (out.id == id && !out.tokens.empty() && ttft < 0) {
         ttft = std::chrono::duration<double>(Clock::now() - start).count();
         *num_cached = out.num_cached_tokens;
       }

@@ -25,6 +25,9 @@ void AddEngineFlags(CLI::App* cmd, EngineFlags& f, EngineFlagSet set) {
   cmd->add_flag("--enable-prefix-caching,!--no-enable-prefix-caching", f.enable_prefix_caching,
                 "prefix caching (default on)");
   cmd->add_option("-t,--threads", f.threads, "CPU threads (default: every core)");
+  cmd->add_option("--speculative-config", f.speculative_config,
+                  "speculative decoding as JSON, e.g. {\"method\": \"ngram\", "
+                  "\"num_speculative_tokens\": 4} (outputs unchanged; docs/speculative.md)");
   if (set == EngineFlagSet::kEngine) return;
   cmd->add_option("--kv-transfer-config", f.kv_transfer_config,
                   "KV offload tiers as JSON (OffloadingConnector; docs/offload.md)");
@@ -53,6 +56,9 @@ Result<engine::EngineConfig> ResolveEngineFlags(const EngineFlags& f) {
   c.enable_prefix_caching = f.enable_prefix_caching;
   if (f.threads < 0) return InvalidArgument("--threads must be at least 1 (default: every core)");
   if (f.threads > 0) c.num_threads = f.threads;
+  if (!f.speculative_config.empty()) {
+    KV_ASSIGN_OR_RETURN(c.speculative, engine::ParseSpeculativeConfig(f.speculative_config));
+  }
   if (!f.kv_transfer_config.empty() && !f.kv_offloading_size.empty()) {
     return InvalidArgument("give either --kv-transfer-config or --kv-offloading-size, not both");
   }

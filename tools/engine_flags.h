@@ -5,7 +5,8 @@
 //   --max-num-seqs S            --max-num-batched-tokens T (-b, --batch-size)
 //   --max-model-len L           --block-size N
 //   --kv-cache-memory-bytes B   --kv-cache-dtype D
-//   --[no-]enable-prefix-caching  --threads N (-t)      [engine flags]
+//   --[no-]enable-prefix-caching  --threads N (-t)
+//   --speculative-config JSON                            [engine flags]
 //   --kv-transfer-config JSON   --kv-offloading-size GiB [offload flags]
 //
 // Every value is checked by ResolveEngineFlags, the same way for every command: a budget of
@@ -31,6 +32,7 @@ struct EngineFlags {
   std::string kv_cache_dtype = engine::EngineConfig{}.kv_cache_dtype;
   bool enable_prefix_caching = true;
   int threads = 0;                 // 0: not given (every core)
+  std::string speculative_config;  // JSON (vLLM's --speculative-config)
   std::string kv_transfer_config;  // JSON (vLLM's OffloadingConnector shape)
   std::string kv_offloading_size;  // GiB of CPU tier
 };

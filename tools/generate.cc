@@ -95,13 +95,12 @@ Status Run(GenerateOptions o) {
   int64_t generated = 0;
   while (eng->HasUnfinished()) {
     for (engine::RequestOutput& out : eng->Step()) {
-      if (out.token) {
+      for (const engine::TokenOutput& token : out.tokens) {
         if (generated++ == 0) t_first = Clock::now();
-        const std::string text = decoder.Push(out.token->token);
-        std::fputs(o.json ? JsonLine(TokenJson(tok, *out.token, text)).c_str() : text.c_str(),
-                   stdout);
-        std::fflush(stdout);
+        const std::string text = decoder.Push(token.token);
+        std::fputs(o.json ? JsonLine(TokenJson(tok, token, text)).c_str() : text.c_str(), stdout);
       }
+      std::fflush(stdout);
       if (out.finish && *out.finish == engine::FinishReason::kError) return Internal(out.error);
     }
   }

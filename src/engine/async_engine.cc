@@ -106,10 +106,10 @@ void AsyncEngine::Loop() {
     std::lock_guard<std::mutex> lock(mu_);
     never_started.swap(inbox_);
   }
-  for (Pending& p : never_started) p.stream->Push({p.id, std::nullopt, FinishReason::kAbort, ""});
+  for (Pending& p : never_started) p.stream->Push({p.id, {}, FinishReason::kAbort, ""});
   for (auto& [id, stream] : streams_) {
     engine_->Abort(id);
-    stream->Push({id, std::nullopt, FinishReason::kAbort, ""});
+    stream->Push({id, {}, FinishReason::kAbort, ""});
   }
   streams_.clear();
 }
@@ -123,7 +123,7 @@ void AsyncEngine::ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> a
     auto it = streams_.find(id);
     if (it == streams_.end()) continue;
     engine_->Abort(id);
-    it->second->Push({id, std::nullopt, FinishReason::kAbort, ""});
+    it->second->Push({id, {}, FinishReason::kAbort, ""});
     streams_.erase(it);
   }
 }

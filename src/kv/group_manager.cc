@@ -102,6 +102,16 @@ void GroupManager::CacheFullBlocks(RequestId id, std::span<const BlockHash> hash
   p.num_cached = std::max(p.num_cached, end);
 }
 
+void GroupManager::TruncateTo(RequestId id, int64_t total_tokens) {
+  std::vector<BlockId>& table = tables_.at(id);
+  const int64_t keep = CeilBlocks(total_tokens);
+  CHECK_GE(keep, progress_.at(id).num_cached) << "truncating cached blocks of request " << id;
+  while (static_cast<int64_t>(table.size()) > keep) {
+    pool_->Free(std::span<const BlockId>(&table.back(), 1));
+    table.pop_back();
+  }
+}
+
 void GroupManager::Free(RequestId id) {
   auto it = tables_.find(id);
   if (it == tables_.end()) return;

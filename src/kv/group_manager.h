@@ -71,6 +71,9 @@ class GroupManager {
   // blocks this call registered to `registered` when set.
   void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks,
                        std::vector<std::pair<BlockId, BlockHash>>* registered = nullptr);
+  // Releases the table's blocks past those covering [0, total_tokens), last first (blocks
+  // that held only rejected draft positions). note: none of them is cached.
+  void TruncateTo(RequestId id, int64_t total_tokens);
   // Drops the request's references, last block first.
   void Free(RequestId id);
 

@@ -139,6 +139,11 @@ std::optional<NewBlocks> KvCacheManager::AllocateSlots(RequestId id, int64_t num
   return out;
 }
 
+void KvCacheManager::TruncateSlots(RequestId id, int64_t num_tokens) {
+  CHECK(HasRequest(id)) << "unknown request " << id;
+  for (Group& g : groups_) g.manager->TruncateTo(id, num_tokens);
+}
+
 void KvCacheManager::CacheFullBlocks(RequestId id, std::span<const TokenId> tokens,
                                      int64_t num_computed_tokens) {
   if (!options_.enable_prefix_caching) return;

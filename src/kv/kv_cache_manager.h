@@ -105,6 +105,11 @@ class KvCacheManager {
   std::optional<NewBlocks> AllocateSlots(RequestId id, int64_t num_computed_tokens,
                                          int64_t num_new_tokens);
 
+  // Releases the blocks a request holds past those covering its first num_tokens slots: the
+  // positions of rejected draft tokens (speculative decoding). note: num_tokens >= its
+  // computed tokens, so no cached block is released.
+  void TruncateSlots(RequestId id, int64_t num_tokens);
+
   // After a step: hashes the request's newly full blocks (tokens = all its tokens so far)
   // and registers those whose KV is computed (the first num_computed_tokens).
   void CacheFullBlocks(RequestId id, std::span<const TokenId> tokens, int64_t num_computed_tokens);

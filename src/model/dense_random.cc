@@ -337,7 +337,7 @@ Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWe
     return InvalidArgument("a gemma3 spec needs a sliding window");
   }
   gguf::GgufWriter w;
-  SetMetadata(spec, weights.TypeOf("blk.0.attn_output.weight", spec.QDim(), spec.dim), w);
+  SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.QDim()), w);
   if (spec.vocab_size >= 300) {
     KV_RETURN_IF_ERROR(
         SetRandomVocab(spec.vocab.value_or(DefaultVocab(spec.arch)), spec.vocab_size, w));

@@ -29,6 +29,8 @@ void FlattenBatch(const Batch& batch, const BatchLimits& limits, TokenRows& rows
   int64_t row = 0;
   for (const SequenceInput& s : batch.sequences) {
     CHECK(!s.tokens.empty()) << "a sequence in a batch needs at least one token";
+    CHECK(s.num_logits >= 0 && s.num_logits <= static_cast<int64_t>(s.tokens.size()))
+        << "num_logits " << s.num_logits << " of " << s.tokens.size() << " tokens";
     CHECK_GE(s.start_pos, 0);
     const int64_t end_pos = s.start_pos + static_cast<int64_t>(s.tokens.size());
     CHECK_LE(end_pos, limits.max_context_tokens) << "sequence longer than max_context_tokens";
@@ -267,10 +269,9 @@ void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float 
   int64_t num_rows = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
     const SequenceInput& s = batch.sequences[i];
-    if (!s.want_logits) continue;
-    const int64_t last_row = rows.first_row[i] + static_cast<int64_t>(s.tokens.size()) - 1;
-    std::copy_n(act.x.data() + last_row * dim, dim, act.last.data() + num_rows * dim);
-    ++num_rows;
+    const int64_t first = rows.first_row[i] + static_cast<int64_t>(s.tokens.size()) - s.num_logits;
+    std::copy_n(act.x.data() + first * dim, s.num_logits * dim, act.last.data() + num_rows * dim);
+    num_rows += s.num_logits;
   }
   if (num_rows == 0) return;
   CHECK(logits != nullptr);

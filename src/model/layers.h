@@ -156,9 +156,9 @@ FfnWeights BindFfn(const gguf::GgufFile& file, int layer, const ModelConfig& con
 void GatedFfnBlock(const FfnWeights& w, float eps, int64_t num_tokens, Activations& act,
                    kernels::MatMulScratch& scratch, ThreadPool& pool);
 
-// logits = Woutput (RMSNorm(x) * norm) for the last row of every sequence that wants logits,
-// in sequence order, then soft-capped when `softcap` is set (cap * tanh(logit / cap)).
-// logits: (batch.NumLogitRows(), output.rows); untouched when none does.
+// logits = Woutput (RMSNorm(x) * norm) for the last num_logits rows of every sequence, in
+// sequence then position order, then soft-capped when `softcap` is set (cap * tanh(logit /
+// cap)). logits: (batch.NumLogitRows(), output.rows); untouched when no sequence wants any.
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
             const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
             ThreadPool& pool, float* logits, std::optional<float> softcap = std::nullopt);

@@ -12,8 +12,9 @@ int64_t Batch::NumTokens() const {
 }
 
 int64_t Batch::NumLogitRows() const {
-  return std::count_if(sequences.begin(), sequences.end(),
-                       [](const SequenceInput& s) { return s.want_logits; });
+  int64_t n = 0;
+  for (const SequenceInput& s : sequences) n += s.num_logits;
+  return n;
 }
 
 Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t context_length) {
@@ -28,6 +29,25 @@ Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t conte
   }
   if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
   return resolved;
+}
+
+KvViews SubViews(const KvViews& views, int first_group, int num_groups, int first_layer,
+                 int num_layers) {
+  auto slice = [&](auto layers) {  // a copy of the view's layers, renumbered
+    if (layers.empty()) return layers;
+    return decltype(layers)(layers.begin() + first_layer,
+                            layers.begin() + first_layer + num_layers);
+  };
+  KvViews out;
+  for (int g = first_group; g < first_group + num_groups; ++g) {
+    tensor::PagedKvView paged = views.paged.at(g);
+    paged.layers = slice(paged.layers);
+    tensor::PagedLatentView latent = views.latent.at(g);
+    latent.layers = slice(latent.layers);
+    out.paged.push_back(std::move(paged));
+    out.latent.push_back(std::move(latent));
+  }
+  return out;
 }
 
 KvViews ViewsOf(const kv::KvCacheManager& kv) {

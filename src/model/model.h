@@ -8,9 +8,10 @@
 //
 // Contract of Forward (DESIGN.md section 5): for every sequence, write its tokens' KV into the
 // cache through its block tables, read its KV of [0, last position] back as stored, and write
-// the logits of its last token when want_logits. A sequence's logits depend only on its own
-// tokens and KV: never on the rest of the batch, on how its prompt was chunked or on the thread
-// count.
+// the logits of its last num_logits tokens (one for a decode or a prompt's last chunk; 1 + k
+// when k drafted tokens are verified, model/model.h's speculative decoding). A sequence's logits
+// depend only on its own tokens and KV: never on the rest of the batch, on how its prompt was
+// chunked or on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -34,7 +35,9 @@ struct SequenceInput {
   // [0, start_pos + tokens.size()) (entry i holds positions [i * block_size, (i + 1) *
   // block_size)).
   std::span<const std::span<const int32_t>> block_tables;
-  bool want_logits = false;  // logits of its last token
+  // Logits of the last num_logits tokens (0: none), in position order. The logits of a
+  // position depend only on the tokens up to it, so they are the same whichever row asks.
+  int32_t num_logits = 0;
 };
 
 // A ragged batch: every sequence's tokens are processed in one Forward, concatenated in order.
@@ -42,7 +45,7 @@ struct Batch {
   std::vector<SequenceInput> sequences;
 
   int64_t NumTokens() const;
-  int64_t NumLogitRows() const;  // sequences with want_logits
+  int64_t NumLogitRows() const;  // sum of num_logits
 };
 
 // Where each KV group's arena lives (the arenas never move, so views are taken once).
@@ -55,6 +58,11 @@ struct KvViews {
 
 // The views of every group of `kv`.
 KvViews ViewsOf(const kv::KvCacheManager& kv);
+// Groups [first_group, first_group + num_groups) of `views`, layers (slots) [first_layer,
+// first_layer + num_layers) renumbered from 0: what each of two models whose layouts
+// AppendLayout joined reads.
+KvViews SubViews(const KvViews& views, int first_group, int num_groups, int first_layer,
+                 int num_layers);
 
 // Sizes a model allocates its scratch for, at load.
 struct LoadOptions {
@@ -75,7 +83,7 @@ class Model {
   virtual int64_t vocab_size() const = 0;
 
   // Runs one step (the contract above). logits: (batch.NumLogitRows(), vocab_size()), rows in
-  // sequence order; may be null when no sequence wants logits.
+  // sequence order, then position order; may be null when no sequence wants logits.
   // note: batch.NumTokens() <= max_batch_tokens, positions < max_context_tokens, tokens in
   // [0, vocab_size), kv built from the model's KV layout, pool.num_threads() <= max_threads
   // (all CHECKed).

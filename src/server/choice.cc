@@ -52,10 +52,10 @@ std::optional<ChoiceDelta> Choice::Next(bool block) {
   }
   ChoiceDelta delta;
   num_cached_tokens_ = out->num_cached_tokens;
-  if (out->token) {
+  for (engine::TokenOutput& token : out->tokens) {  // several after accepted drafts
     ++num_generated_;
-    StopMatcher::Step step = stop_.Push(decoder_.Push(out->token->token));
-    delta.tokens.push_back(std::move(*out->token));
+    StopMatcher::Step step = stop_.Push(decoder_.Push(token.token));
+    delta.tokens.push_back(std::move(token));
     AddText(step.text, delta);
     if (step.stopped) {
       engine_.Abort(handle_.id);  // frees the blocks now; the stream's tail is dropped

@@ -184,7 +184,7 @@ TEST(AsyncEngineTest, StreamsFromManyThreadsMatchTheSynchronousEngine) {
       Result<RequestHandle> handle = engine.AddRequest(requests[i]);
       ASSERT_TRUE(handle.ok());
       while (std::optional<RequestOutput> out = handle->stream->Next()) {
-        if (out->token) got[i].tokens.push_back(*out->token);
+        for (const TokenOutput& t : out->tokens) got[i].tokens.push_back(t);
         if (out->finish) got[i].finish = out->finish;
       }
     });

@@ -81,7 +81,7 @@ inline std::vector<RunResult> RunAll(Engine& engine, const std::vector<EngineReq
     for (RequestOutput& out : engine.Step()) {
       RunResult& r = results[index.at(out.id)];
       EXPECT_FALSE(r.finish.has_value()) << "output after finish";
-      if (out.token) r.tokens.push_back(std::move(*out.token));
+      for (TokenOutput& t : out.tokens) r.tokens.push_back(std::move(t));
       if (out.finish) {
         r.finish = out.finish;
         r.error = out.error;

@@ -106,7 +106,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
     while (engine.HasUnfinished()) {
       for (RequestOutput& out : engine.Step()) {
         *num_cached = out.num_cached_tokens;
-        if (out.token) result.tokens.push_back(std::move(*out.token));
+        for (TokenOutput& t : out.tokens) result.tokens.push_back(std::move(t));
         if (out.finish) result.finish = out.finish;
       }
       CHECK(engine.kv().CheckIntegrity().ok());

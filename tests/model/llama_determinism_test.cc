@@ -68,13 +68,13 @@ std::vector<Logits> RunPlans(DenseModel& model, const std::vector<SeqPlan>& plan
         in.tokens = std::span<const int32_t>(p.prompt).subspan(s.consumed, chunk);
         in.start_pos = static_cast<int32_t>(s.consumed);
         s.consumed += chunk;
-        in.want_logits = s.consumed == p.prompt.size();
+        in.num_logits = s.consumed == p.prompt.size() ? 1 : 0;
       } else {
         in.tokens = std::span<const int32_t>(&s.generated.back(), 1);
         in.start_pos = static_cast<int32_t>(p.prompt.size() + s.generated.size() - 1);
-        in.want_logits = true;
+        in.num_logits = 1;
       }
-      if (in.want_logits) owners.push_back(i);
+      if (in.num_logits > 0) owners.push_back(i);
       batch.sequences.push_back(in);
     }
     if (batch.sequences.empty()) break;

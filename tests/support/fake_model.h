@@ -57,21 +57,22 @@ inline void FakeModel::Forward(const model::Batch& batch, const model::KvViews& 
     const std::span<const int32_t> table = seq.block_tables[0];
     uint64_t h =
         seq.start_pos == 0 ? seed_ : *fake_model_internal::KSlot(kv, table, seq.start_pos - 1);
+    const size_t first_logit = seq.tokens.size() - static_cast<size_t>(seq.num_logits);
     for (size_t i = 0; i < seq.tokens.size(); ++i) {
       const int64_t pos = seq.start_pos + static_cast<int64_t>(i);
       h = fake_model_internal::Mix(h ^
                                    fake_model_internal::Mix(static_cast<uint64_t>(seq.tokens[i]) +
                                                             (static_cast<uint64_t>(pos) << 32)));
       *fake_model_internal::KSlot(kv, table, pos) = h;
+      if (i < first_logit) continue;
+      float* out = logits + row * vocab_size_;
+      for (int32_t v = 0; v < vocab_size_; ++v) {
+        // 24 random bits -> [0, 8): a spread of logits with distinct values.
+        out[v] = static_cast<float>(fake_model_internal::Mix(h + static_cast<uint64_t>(v)) >> 40) *
+                 (8.0f / 16777216.0f);
+      }
+      ++row;
     }
-    if (!seq.want_logits) continue;
-    float* out = logits + row * vocab_size_;
-    for (int32_t v = 0; v < vocab_size_; ++v) {
-      // 24 random bits -> [0, 8): a spread of logits with distinct values.
-      out[v] = static_cast<float>(fake_model_internal::Mix(h + static_cast<uint64_t>(v)) >> 40) *
-               (8.0f / 16777216.0f);
-    }
-    ++row;
   }
 }
 
