@@ -18,8 +18,8 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
 #include "support/kv_arena.h"
 #include "tensor/quant.h"
 
@@ -45,7 +45,7 @@ std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
   if (!std::filesystem::exists(path)) {  // = kvserve make-model --preset 110m --type DTYPE
     RandomWeights weights;
     weights.matrix_type = dtype;
-    CHECK(LlamaRandomWriter(*FindLlamaPreset("110m"), weights)->Write(path).ok()) << path;
+    CHECK(DenseRandomWriter(*FindDensePreset("llama", "110m"), weights)->Write(path).ok()) << path;
   }
   auto file = gguf::GgufFile::Open(path);
   CHECK(file.ok()) << file.status().ToString();
@@ -53,7 +53,7 @@ std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
 }
 
 struct Fixture {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DenseModel> model;
   std::unique_ptr<SimpleKvArena> arena;
   std::vector<int32_t> table_ids;
   std::span<const int32_t> table[1];  // the one KV group's block table
@@ -67,7 +67,7 @@ Fixture MakeFixture(tensor::DType dtype) {
   options.max_batch_tokens = kPromptTokens;
   options.max_context_tokens = kPromptTokens + kDecodeTokens;
   options.max_threads = kThreads;
-  auto model = LlamaModel::Load(Model110M(dtype), options);
+  auto model = DenseModel::Load(Model110M(dtype), options);
   CHECK(model.ok()) << model.status().ToString();
   f.model = std::move(model).value();
   const ModelConfig& c = f.model->config();
@@ -128,9 +128,9 @@ void BM_DecodeBatch(benchmark::State& state, tensor::DType dtype) {
   options.max_batch_tokens = std::max(kPrefix, num_seqs);
   options.max_context_tokens = kPrefix + kSteps;
   options.max_threads = kThreads;
-  auto loaded = LlamaModel::Load(Model110M(dtype), options);
+  auto loaded = DenseModel::Load(Model110M(dtype), options);
   CHECK(loaded.ok()) << loaded.status().ToString();
-  std::unique_ptr<LlamaModel> model = std::move(loaded).value();
+  std::unique_ptr<DenseModel> model = std::move(loaded).value();
   const ModelConfig& c = model->config();
   const int32_t prefix_blocks = kPrefix / kBlockSize;
   const int32_t own_blocks = BlocksForTokens(kSteps, kBlockSize);
@@ -186,9 +186,9 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
   options.max_batch_tokens = 16;
   options.max_context_tokens = context + kSteps;
   options.max_threads = kThreads;
-  auto loaded = LlamaModel::Load(Model110M(tensor::DType::kQ8_0), options);
+  auto loaded = DenseModel::Load(Model110M(tensor::DType::kQ8_0), options);
   CHECK(loaded.ok()) << loaded.status().ToString();
-  std::unique_ptr<LlamaModel> model = std::move(loaded).value();
+  std::unique_ptr<DenseModel> model = std::move(loaded).value();
   const ModelConfig& c = model->config();
   const int32_t blocks = BlocksForTokens(context + kSteps, kBlockSize);
   SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,

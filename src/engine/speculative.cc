@@ -73,8 +73,8 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   return c;
 }
 
-std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts,
-                                        int min_n, int max_n) {
+std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts, int min_n,
+                                        int max_n) {
   const int64_t size = static_cast<int64_t>(tokens.size());
   for (int64_t n = std::min<int64_t>(max_n, size - 1); n >= min_n; --n) {
     const std::span<const int32_t> suffix = tokens.last(static_cast<size_t>(n));

@@ -6,8 +6,8 @@
 #include <array>
 #include <vector>
 
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
 #include "model/v41.h"
 #include "model/v41_random_model.h"
 
@@ -21,13 +21,29 @@ Result<std::unique_ptr<Model>> LoadAs(std::shared_ptr<const gguf::GgufFile> file
   return std::unique_ptr<Model>(std::move(model));
 }
 
-// ---- llama ----
+// ---- the dense architectures (model/config.h, model/dense.h, model/dense_random.h) ----
 
-constexpr std::array<std::string_view, 2> kLlamaPresets = {"tiny", "110m"};
+Result<gguf::GgufWriter> WriteRandomDense(std::string_view arch, std::string_view preset,
+                                          const RandomWeights& weights) {
+  KV_ASSIGN_OR_RETURN(DenseSpec spec, FindDensePreset(arch, preset));
+  return DenseRandomWriter(spec, weights);
+}
 
-Result<gguf::GgufWriter> WriteRandomLlama(std::string_view preset, const RandomWeights& weights) {
-  KV_ASSIGN_OR_RETURN(LlamaSpec spec, FindLlamaPreset(preset));
-  return LlamaRandomWriter(spec, weights);
+template <const char* kName>
+Result<gguf::GgufWriter> WriteRandom(std::string_view preset, const RandomWeights& weights) {
+  return WriteRandomDense(kName, preset, weights);
+}
+
+constexpr char kLlama[] = "llama";
+constexpr char kQwen2[] = "qwen2";
+constexpr char kQwen3[] = "qwen3";
+constexpr char kPhi3[] = "phi3";
+constexpr char kGemma2[] = "gemma2";
+constexpr char kGemma3[] = "gemma3";
+
+template <const char* kName>
+Architecture Dense() {
+  return {kName, ReadDenseKvShape, LoadAs<DenseModel>, DensePresets(kName), WriteRandom<kName>};
 }
 
 // ---- kvserve-v41 ----
@@ -43,8 +59,13 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
   return V41ModelWriter(spec);
 }
 
-const std::array<Architecture, 2> kArchitectures = {{
-    {"llama", ReadDenseKvShape, LoadAs<LlamaModel>, kLlamaPresets, WriteRandomLlama},
+const std::array<Architecture, 7> kArchitectures = {{
+    Dense<kLlama>(),
+    Dense<kQwen2>(),
+    Dense<kQwen3>(),
+    Dense<kPhi3>(),
+    Dense<kGemma2>(),
+    Dense<kGemma3>(),
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
 }};
 

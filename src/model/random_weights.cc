@@ -149,6 +149,12 @@ Status RandomTensorWriter::Norm(const std::string& name, int64_t n) {
   return writer_.AddTensor(name, {n}, tensor::DType::kF32, std::move(bytes));
 }
 
+Status RandomTensorWriter::Vector(const std::string& name, int64_t n, float bound) {
+  std::vector<uint8_t> bytes =
+      RandomTensorData(name, n, 1, bound, tensor::DType::kF32, options_.seed);
+  return writer_.AddTensor(name, {n}, tensor::DType::kF32, std::move(bytes));
+}
+
 uint32_t LlamaFileType(tensor::DType type) {
   switch (type) {
     case tensor::DType::kF32: return 0;

@@ -50,6 +50,8 @@ class RandomTensorWriter {
   Status Matrix(const std::string& name, int64_t fan_in, int64_t rows, float bound);
   // An F32 vector of n values: 1 + norm_spread * U[-1, 1) (norm weights).
   Status Norm(const std::string& name, int64_t n);
+  // An F32 vector of n values uniform in [-bound, bound) (biases).
+  Status Vector(const std::string& name, int64_t n, float bound);
 
  private:
   gguf::GgufWriter& writer_;

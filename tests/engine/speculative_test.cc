@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "engine_test_util.h"
-#include "model/llama_random.h"
+#include "model/dense_random.h"
 
 namespace kvserve::engine::testing {
 namespace {
@@ -81,11 +81,11 @@ std::string TinyModelPath() {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-spec-test-{}.gguf", ::getpid()))
                               .string();
-    model::LlamaSpec spec = *model::FindLlamaPreset("tiny");
+    model::DenseSpec spec = *model::FindDensePreset("llama", "tiny");
     spec.num_layers = 2;
     model::RandomWeights weights;
     weights.seed = 3;
-    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
+    CHECK(model::DenseRandomWriter(spec, weights)->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();
@@ -99,11 +99,11 @@ std::string SmallDraftPath() {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-spec-draft-{}.gguf", ::getpid()))
                               .string();
-    model::LlamaSpec spec = *model::FindLlamaPreset("tiny");
+    model::DenseSpec spec = *model::FindDensePreset("llama", "tiny");
     spec.num_layers = 1;
     model::RandomWeights weights;
     weights.seed = 3;  // TinyModelPath's
-    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
+    CHECK(model::DenseRandomWriter(spec, weights)->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();

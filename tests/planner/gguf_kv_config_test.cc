@@ -8,6 +8,8 @@
 
 #include "core/units.h"
 #include "kv/config.h"
+#include "model/config.h"
+#include "model/dense_random.h"
 #include "model/kv_layout.h"
 #include "model/v41_random_model.h"
 #include "planner/gguf_model.h"
@@ -108,6 +110,42 @@ TEST(GgufKvConfig, FlashShapeGgufMatchesThePreset) {
     EXPECT_EQ(ca->groups[g].num_blocks, cb->groups[g].num_blocks) << g;
     EXPECT_EQ(ca->groups[g].block_bytes, cb->groups[g].block_bytes) << g;
   }
+}
+
+// Gemma 3's 5:1 pattern: the planner sees the server's two groups, the global layers full and
+// the others sliding over the file's window, and plans exactly the server's config.
+TEST(GgufKvConfig, Gemma3SlidingAndFullGroups) {
+  const std::string path =
+      (fs::temp_directory_path() / ("kvserve_gguf_gemma3_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  Result<model::DenseSpec> spec = model::FindDensePreset("gemma3", "tiny");
+  ASSERT_TRUE(spec.ok());
+  model::RandomWeights weights;
+  weights.matrix_type = DType::kQ8_0;
+  ASSERT_TRUE(model::DenseRandomWriter(*spec, weights)->Write(path).ok());
+  Result<ModelDesc> model = LoadGgufModel(path);
+  auto file = gguf::GgufFile::Open(path);
+  fs::remove(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(model->kv_groups.size(), 2u);
+  EXPECT_EQ(model->kv_groups[0].name, "full");
+  EXPECT_EQ(model->kv_groups[0].layers, std::vector<int>{5});
+  EXPECT_EQ(model->kv_groups[1].name, "sliding");
+  EXPECT_EQ(FormatLayerList(model->kv_groups[1].layers), "0-4,6-7");
+  EXPECT_EQ(std::get<kv::SlidingWindow>(model->kv_groups[1].spec).window, 16);
+  EXPECT_EQ(std::get<kv::SlidingWindow>(model->kv_groups[1].spec).head_dim, 64);
+  for (const char* flag : {"auto", "fp8"}) {
+    Result<model::ModelKvLayout> layout = model::MakeModelKvLayout(**file, {flag, 16, 1024, 256});
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 1024, 256, flag);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    ExpectSameConfig(*planned, layout->config);
+  }
+  // One KV head: replicated under TP.
+  Result<kv::KvCacheConfig> tp2 = PlanKvConfig(*model, 2, 16, 1024, 256, "auto");
+  ASSERT_TRUE(tp2.ok()) << tp2.status().ToString();
+  EXPECT_EQ(std::get<kv::FullAttention>(tp2->groups[0].spec).num_kv_heads, 1);
 }
 
 TEST(GgufKvConfig, Stories260KDtypeAndTp) {

@@ -2,8 +2,9 @@
 //
 // SimpleKvArena owns, for every layer, one K and one V buffer of num_blocks blocks of
 // block_size token rows, each row RowBytes(dtype, row_elems) bytes (padded to 4). Never grows.
-// views() describes it as the one paged group of a model::KvViews. Not thread-safe; the views
-// stay valid while the arena lives.
+// views() describes it as the paged groups of a model::KvViews: `num_groups` views of the same
+// storage (each model layer is in one group, so they never collide). Not thread-safe; the
+// views stay valid while the arena lives.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@ namespace kvserve::testing {
 class SimpleKvArena {
  public:
   SimpleKvArena(int num_layers, int row_elems, tensor::DType dtype, int block_size,
-                int32_t num_blocks)
+                int32_t num_blocks, int num_groups = 1)
       : num_blocks_(num_blocks) {
     CHECK_GT(num_layers, 0);
     CHECK_GT(block_size, 0);
@@ -45,8 +46,8 @@ class SimpleKvArena {
       layer.block_stride_bytes = block_stride;
       layer.token_stride_bytes = token_stride;
     }
-    views_.paged = {view};
-    views_.latent.resize(1);
+    views_.paged.assign(num_groups, view);
+    views_.latent.resize(num_groups);
   }
 
   const tensor::PagedKvView& view() const { return views_.paged[0]; }

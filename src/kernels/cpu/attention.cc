@@ -64,12 +64,13 @@ inline __attribute__((always_inline)) float Dot16(const float* a, const float* b
 // (hd floats). q: (padded_hd); acc: (hd); max/sum: the running state (see attention.h).
 KVSERVE_ATTENTION_CLONES void UpdateQuery(const float* q, const float* keys, int64_t key_stride,
                                           const float* values, int64_t value_stride, int a, int b,
-                                          int hd, int padded_hd, float scale, float* acc,
-                                          float& max, float& sum) {
+                                          int hd, int padded_hd, float scale, float softcap,
+                                          float* acc, float& max, float& sum) {
   float s[kKeyChunk];
   float chunk_max = -std::numeric_limits<float>::infinity();
   for (int j = a; j < b; ++j) {
     s[j] = scale * Dot16(q, keys + j * key_stride, padded_hd);
+    if (softcap > 0.0f) s[j] = softcap * std::tanh(s[j] / softcap);
     chunk_max = std::max(chunk_max, s[j]);
   }
   const float new_max = std::max(max, chunk_max);
@@ -201,7 +202,8 @@ void AttendItem(const AttentionShape& shape, const tensor::PagedKvView& kv, int 
           const int i = r * per_row + h * group + g;
           UpdateQuery(t.queries + static_cast<int64_t>(i) * padded_hd, t.keys + h * padded_hd,
                       key_stride, t.values + h * hd, value_stride, a, b, hd, padded_hd, shape.scale,
-                      t.acc + static_cast<int64_t>(i) * hd, t.max[i], t.sum[i]);
+                      shape.softcap.value_or(0.0f), t.acc + static_cast<int64_t>(i) * hd, t.max[i],
+                      t.sum[i]);
         }
       }
     }
@@ -310,6 +312,7 @@ void PagedAttention(const AttentionShape& shape, const tensor::PagedKvView& kv, 
   CHECK_EQ(shape.num_heads % shape.num_kv_heads, 0);
   CHECK_GE(scratch.num_threads(), pool.num_threads());
   CHECK(!shape.window || *shape.window > 0) << "window must be positive";
+  CHECK(!shape.softcap || *shape.softcap > 0.0f) << "softcap must be positive";
   TotalRows(seqs);
   for (const AttentionSequence& s : seqs) {
     CHECK_LE(s.start_pos + s.num_tokens, scratch.max_context_tokens())
