@@ -6,6 +6,8 @@
 #include <array>
 #include <vector>
 
+#include "model/deepseek2.h"
+#include "model/deepseek2_random.h"
 #include "model/llama.h"
 #include "model/llama_random.h"
 #include "model/v41.h"
@@ -42,9 +44,22 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
   return V41ModelWriter(spec);
 }
 
-const std::array<Architecture, 2> kArchitectures = {{
+// ---- deepseek2 ----
+
+constexpr std::array<std::string_view, 5> kDeepseek2Presets = {
+    "tiny", "tiny-lite", "small", "deepseek-v2-lite", "deepseek-v3"};
+
+Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
+                                              const RandomWeights& weights) {
+  KV_ASSIGN_OR_RETURN(Deepseek2Spec spec, FindDeepseek2Preset(preset));
+  return Deepseek2RandomWriter(spec, weights);
+}
+
+const std::array<Architecture, 3> kArchitectures = {{
     {"llama", ReadDenseKvShape, LoadAs<LlamaModel>, kLlamaPresets, WriteRandomLlama},
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
+    {kDeepseek2Architecture, ReadDeepseek2KvShape, LoadAs<Deepseek2Model>, kDeepseek2Presets,
+     WriteRandomDeepseek2},
 }};
 
 }  // namespace
