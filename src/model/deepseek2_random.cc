@@ -154,7 +154,7 @@ Status AddLayer(const Deepseek2Config& c, int l, RandomTensorWriter& t) {
     return t.Matrix(p + "ffn_down.weight", c.ffn_dim, c.dim, scaled(c.ffn_dim));
   }
   const MoeConfig& m = c.moe;
-  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_inp.weight", c.dim, m.num_experts, 2 * scaled(c.dim)));
+  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_inp.weight", c.dim, m.num_experts, 6 * scaled(c.dim)));
   if (m.selection_bias) KV_RETURN_IF_ERROR(t.Bias(p + "exp_probs_b.bias", m.num_experts, 0.05f));
   const int64_t f = m.expert_ffn_dim;
   KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_gate_exps.weight", c.dim, f, m.num_experts, scaled(c.dim)));
@@ -182,10 +182,17 @@ Result<Deepseek2Spec> FindDeepseek2Preset(std::string_view name) {
 Result<gguf::GgufWriter> Deepseek2RandomWriter(const Deepseek2Spec& spec,
                                                const RandomWeights& weights) {
   const Deepseek2Config& c = spec.config;
-  // Routers stay F32 (llama.cpp's quantize keeps ffn_gate_inp unquantized).
+  // Routers stay F32 (llama.cpp's quantize keeps ffn_gate_inp unquantized), and so do the
+  // per-head up-projections attn_k_b / attn_v_b: llama.cpp's CPU backend runs their batched
+  // matmul over the permuted query only for F32 (an F16 or Q8_0 one aborts with
+  // "GGML_ASSERT(*cur_backend_id != -1)"); kvserve reads them in any type.
   RandomWeights typed = weights;
   typed.type_of = [&weights](std::string_view name, int64_t row_len, int64_t rows) {
     if (name.find("ffn_gate_inp") != std::string_view::npos) return tensor::DType::kF32;
+    if (name.find("attn_k_b") != std::string_view::npos ||
+        name.find("attn_v_b") != std::string_view::npos) {
+      return tensor::DType::kF32;
+    }
     return weights.TypeOf(name, row_len, rows);
   };
   gguf::GgufWriter w;

@@ -27,7 +27,8 @@ struct Deepseek2Spec {
 Result<Deepseek2Spec> FindDeepseek2Preset(std::string_view name);
 
 // Metadata (llama.cpp's keys, MLA-split form) and, unless shape_only, random weights and a
-// SentencePiece vocabulary. Routers, norms and biases stay F32 whatever weights.TypeOf says.
+// SentencePiece vocabulary. Routers, attn_k_b / attn_v_b, norms and biases stay F32 whatever
+// weights.TypeOf says.
 Result<gguf::GgufWriter> Deepseek2RandomWriter(const Deepseek2Spec& spec,
                                                const RandomWeights& weights);
 
