@@ -46,8 +46,8 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
 
 // ---- deepseek2 ----
 
-constexpr std::array<std::string_view, 5> kDeepseek2Presets = {
-    "tiny", "tiny-lite", "small", "deepseek-v2-lite", "deepseek-v3"};
+constexpr std::array<std::string_view, 5> kDeepseek2Presets = {"tiny", "tiny-lite", "small",
+                                                               "deepseek-v2-lite", "deepseek-v3"};
 
 Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
                                               const RandomWeights& weights) {

@@ -81,9 +81,8 @@ Deepseek2Model::Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deeps
   if (!moe_.empty()) moe_buffers_ = std::make_unique<MoeBuffers>(t, c.dim, c.moe);
   mla_scratch_ = std::make_unique<kernels::MlaScratch>(mla_, *options_.max_context_tokens,
                                                        options_.max_threads);
-  const int64_t max_cols =
-      std::max({c.dim, c.ffn_dim, c.q_lora_rank, c.kv_lora_rank, c.nope_dim, h * c.v_head_dim,
-                c.moe.expert_ffn_dim, c.moe.shared_ffn_dim});
+  const int64_t max_cols = std::max({c.dim, c.ffn_dim, c.q_lora_rank, c.kv_lora_rank, c.nope_dim,
+                                     h * c.v_head_dim, c.moe.expert_ffn_dim, c.moe.shared_ffn_dim});
   matmul_scratch_ = std::make_unique<kernels::MatMulScratch>(t, max_cols);
   seqs_.reserve(options_.max_batch_tokens);
 }

@@ -49,14 +49,14 @@ class Deepseek2Model final : public Model {
 
  private:
   struct AttentionWeights {
-    const float* norm = nullptr;                 // (dim)
-    kernels::WeightMatrix q, q_a, q_b;           // q or (q_a, q_b)
-    const float* q_a_norm = nullptr;             // (q_lora)
-    kernels::WeightMatrix kv_a;                  // (kv_lora + rope, dim)
-    const float* kv_a_norm = nullptr;            // (kv_lora)
-    std::vector<kernels::WeightMatrix> k_b;      // (H): (kv_lora, nope)
-    std::vector<kernels::WeightMatrix> v_b;      // (H): (v_dim, kv_lora)
-    kernels::WeightMatrix o;                     // (dim, H * v_dim)
+    const float* norm = nullptr;             // (dim)
+    kernels::WeightMatrix q, q_a, q_b;       // q or (q_a, q_b)
+    const float* q_a_norm = nullptr;         // (q_lora)
+    kernels::WeightMatrix kv_a;              // (kv_lora + rope, dim)
+    const float* kv_a_norm = nullptr;        // (kv_lora)
+    std::vector<kernels::WeightMatrix> k_b;  // (H): (kv_lora, nope)
+    std::vector<kernels::WeightMatrix> v_b;  // (H): (v_dim, kv_lora)
+    kernels::WeightMatrix o;                 // (dim, H * v_dim)
   };
 
   Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deepseek2Config config,
@@ -86,12 +86,12 @@ class Deepseek2Model final : public Model {
 
   // Scratch, T = max_batch_tokens, H = heads.
   Activations act_;
-  std::vector<float> q_;        // (T, H, nope + rope)
-  std::vector<float> q_a_;      // (T, q_lora)
-  std::vector<float> latent_;   // (T, kv_lora + rope)
-  std::vector<float> q_abs_;    // (T, H, kv_lora + rope)
-  std::vector<float> o_;        // (T, H, kv_lora)
-  std::vector<float> att_;      // (T, H, v_dim)
+  std::vector<float> q_;                   // (T, H, nope + rope)
+  std::vector<float> q_a_;                 // (T, q_lora)
+  std::vector<float> latent_;              // (T, kv_lora + rope)
+  std::vector<float> q_abs_;               // (T, H, kv_lora + rope)
+  std::vector<float> o_;                   // (T, H, kv_lora)
+  std::vector<float> att_;                 // (T, H, v_dim)
   std::vector<float> head_in_, head_out_;  // (T, max(nope, kv_lora)), (T, max(kv_lora, v_dim))
   std::unique_ptr<MoeBuffers> moe_buffers_;
   std::unique_ptr<kernels::MlaScratch> mla_scratch_;

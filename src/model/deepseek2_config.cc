@@ -40,8 +40,8 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
   }
   if (dims.size() == 1 ? *t->dtype != tensor::DType::kF32
                        : !tensor::IsValidRowLength(*t->dtype, dims[0])) {
-    return InvalidArgument(fmt::format("tensor '{}' cannot be {}", name,
-                                       tensor::DTypeName(*t->dtype)));
+    return InvalidArgument(
+        fmt::format("tensor '{}' cannot be {}", name, tensor::DTypeName(*t->dtype)));
   }
   return Status::Ok();
 }
@@ -67,8 +67,7 @@ Status CheckAttentionTensors(const gguf::GgufFile& file, const Deepseek2Config& 
         name("attn_kv_b.weight")));
   }
   KV_RETURN_IF_ERROR(CheckTensor(file, name("attn_k_b.weight"), {c.nope_dim, c.kv_lora_rank, h}));
-  KV_RETURN_IF_ERROR(
-      CheckTensor(file, name("attn_v_b.weight"), {c.kv_lora_rank, c.v_head_dim, h}));
+  KV_RETURN_IF_ERROR(CheckTensor(file, name("attn_v_b.weight"), {c.kv_lora_rank, c.v_head_dim, h}));
   return CheckTensor(file, name("attn_output.weight"), {h * c.v_head_dim, c.dim});
 }
 
@@ -98,8 +97,8 @@ Status ReadRope(const gguf::GgufFile& file, Deepseek2Config& c) {
   KV_ASSIGN_OR_RETURN(std::string type, file.GetStringOr("deepseek2.rope.scaling.type", "none"));
   if (type == "none") return Status::Ok();
   if (type != "yarn") {
-    return InvalidArgument(fmt::format(
-        "deepseek2.rope.scaling.type '{}' is not supported (none, yarn)", type));
+    return InvalidArgument(
+        fmt::format("deepseek2.rope.scaling.type '{}' is not supported (none, yarn)", type));
   }
   KV_ASSIGN_OR_RETURN(c.yarn.factor, file.GetFloatOr("deepseek2.rope.scaling.factor", 1.0));
   if (!(c.yarn.factor >= 1.0)) {
@@ -132,9 +131,9 @@ Result<Deepseek2Config> ReadDeepseek2Config(const gguf::GgufFile& file) {
                       file.GetFloatOr("deepseek2.attention.layer_norm_rms_epsilon", 1e-6));
   c.rms_norm_eps = static_cast<float>(eps);
   if (key_length_mla <= c.rope_dim || c.rope_dim % 2 != 0) {
-    return InvalidArgument(fmt::format(
-        "deepseek2: key_length_mla {} must exceed an even rope.dimension_count {}",
-        key_length_mla, c.rope_dim));
+    return InvalidArgument(
+        fmt::format("deepseek2: key_length_mla {} must exceed an even rope.dimension_count {}",
+                    key_length_mla, c.rope_dim));
   }
   c.nope_dim = key_length_mla - c.rope_dim;
   if (c.latent_dim() % 32 != 0) {
@@ -147,8 +146,8 @@ Result<Deepseek2Config> ReadDeepseek2Config(const gguf::GgufFile& file) {
   KV_RETURN_IF_ERROR(ReadRope(file, c));
   if (c.leading_dense < c.num_layers) {
     KV_ASSIGN_OR_RETURN(c.moe, ReadMoeConfig(file, kDeepseek2Architecture));
-    c.moe.selection_bias = file.FindTensor(fmt::format("blk.{}.exp_probs_b.bias",
-                                                       c.leading_dense)) != nullptr;
+    c.moe.selection_bias =
+        file.FindTensor(fmt::format("blk.{}.exp_probs_b.bias", c.leading_dense)) != nullptr;
   }
   const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");
   c.has_weights = embd != nullptr;

@@ -46,8 +46,8 @@ struct Deepseek2Config {
   int64_t v_head_dim = 0;  // per head
   float rms_norm_eps = 1e-6f;
   double rope_freq_base = 10000;
-  kernels::YarnParams yarn;      // factor 1: no scaling
-  double mscale_all_dim = 0;     // yarn_log_multiplier / 0.1
+  kernels::YarnParams yarn;   // factor 1: no scaling
+  double mscale_all_dim = 0;  // yarn_log_multiplier / 0.1
   MoeConfig moe;
   bool tied_output = false;
   bool has_weights = false;  // false for shape-only files (inspect, plan)

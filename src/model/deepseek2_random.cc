@@ -134,8 +134,8 @@ Status AddLayer(const Deepseek2Config& c, int l, RandomTensorWriter& t) {
   if (c.q_lora_rank > 0) {
     KV_RETURN_IF_ERROR(t.Matrix(p + "attn_q_a.weight", c.dim, c.q_lora_rank, scaled(c.dim)));
     KV_RETURN_IF_ERROR(t.Norm(p + "attn_q_a_norm.weight", c.q_lora_rank));
-    KV_RETURN_IF_ERROR(t.Matrix(p + "attn_q_b.weight", c.q_lora_rank, h * c.qk_head_dim(),
-                                scaled(c.q_lora_rank)));
+    KV_RETURN_IF_ERROR(
+        t.Matrix(p + "attn_q_b.weight", c.q_lora_rank, h * c.qk_head_dim(), scaled(c.q_lora_rank)));
   } else {
     KV_RETURN_IF_ERROR(t.Matrix(p + "attn_q.weight", c.dim, h * c.qk_head_dim(), scaled(c.dim)));
   }
@@ -143,8 +143,8 @@ Status AddLayer(const Deepseek2Config& c, int l, RandomTensorWriter& t) {
   KV_RETURN_IF_ERROR(t.Norm(p + "attn_kv_a_norm.weight", c.kv_lora_rank));
   KV_RETURN_IF_ERROR(
       t.Stacked(p + "attn_k_b.weight", c.nope_dim, c.kv_lora_rank, h, scaled(c.kv_lora_rank)));
-  KV_RETURN_IF_ERROR(t.Stacked(p + "attn_v_b.weight", c.kv_lora_rank, c.v_head_dim, h,
-                               scaled(c.kv_lora_rank)));
+  KV_RETURN_IF_ERROR(
+      t.Stacked(p + "attn_v_b.weight", c.kv_lora_rank, c.v_head_dim, h, scaled(c.kv_lora_rank)));
   KV_RETURN_IF_ERROR(
       t.Matrix(p + "attn_output.weight", h * c.v_head_dim, c.dim, scaled(h * c.v_head_dim)));
   KV_RETURN_IF_ERROR(t.Norm(p + "ffn_norm.weight", c.dim));

@@ -1,15 +1,15 @@
 #include "model/kv_layout.h"
 
-#include "core/check.h"
-#include "model/architecture.h"
-#include "model/deepseek2_config.h"
-
 #include <fmt/format.h>
 #include <xxhash.h>
 
 #include <algorithm>
 #include <cstring>
 #include <optional>
+
+#include "core/check.h"
+#include "model/architecture.h"
+#include "model/deepseek2_config.h"
 
 namespace kvserve::model {
 

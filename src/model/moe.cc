@@ -17,8 +17,7 @@ std::string LayerName(int layer, std::string_view suffix) {
   return fmt::format("blk.{}.{}", layer, suffix);
 }
 
-Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
-                   std::vector<int64_t> dims) {
+Status CheckTensor(const gguf::GgufFile& file, const std::string& name, std::vector<int64_t> dims) {
   const gguf::TensorInfo* t = file.FindTensor(name);
   if (t == nullptr) return InvalidArgument(fmt::format("tensor '{}' is missing", name));
   if (t->dims != dims) {
@@ -30,8 +29,8 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name,
         fmt::format("tensor '{}' has ggml type {}, which kvserve cannot use", name, t->ggml_type));
   }
   if (dims.size() >= 2 && !tensor::IsValidRowLength(*t->dtype, dims[0])) {
-    return InvalidArgument(fmt::format("tensor '{}': rows of {} values cannot be {}", name,
-                                       dims[0], tensor::DTypeName(*t->dtype)));
+    return InvalidArgument(fmt::format("tensor '{}': rows of {} values cannot be {}", name, dims[0],
+                                       tensor::DTypeName(*t->dtype)));
   }
   if (dims.size() == 1 && *t->dtype != tensor::DType::kF32) {
     return InvalidArgument(fmt::format("tensor '{}' must be f32", name));
@@ -49,7 +48,8 @@ std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file,
   const int64_t bytes = tensor::RowBytes(*info->dtype, cols) * rows;
   std::vector<kernels::WeightMatrix> out;
   for (int64_t e = 0; e < info->dims[2]; ++e) {
-    out.push_back({static_cast<const std::byte*>(info->data) + e * bytes, *info->dtype, rows, cols});
+    out.push_back(
+        {static_cast<const std::byte*>(info->data) + e * bytes, *info->dtype, rows, cols});
   }
   return out;
 }
@@ -66,7 +66,8 @@ MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& c, int layer) {
     w.shared_gate_up[0] = BindMatrix(file, LayerName(layer, "ffn_gate_shexp.weight"));
     w.shared_gate_up[1] = BindMatrix(file, LayerName(layer, "ffn_up_shexp.weight"));
     w.shared_down = BindMatrix(file, LayerName(layer, "ffn_down_shexp.weight"));
-    if (c.shared_gate) w.shared_gate = BindMatrix(file, LayerName(layer, "ffn_gate_inp_shexp.weight"));
+    if (c.shared_gate)
+      w.shared_gate = BindMatrix(file, LayerName(layer, "ffn_gate_inp_shexp.weight"));
   }
   return w;
 }
@@ -93,7 +94,8 @@ Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t d
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_shexp.weight"), {dim, s}));
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_down_shexp.weight"), {s, dim}));
     if (c.shared_gate) {
-      KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_inp_shexp.weight"), {dim, 1}));
+      KV_RETURN_IF_ERROR(
+          CheckTensor(file, LayerName(layer, "ffn_gate_inp_shexp.weight"), {dim, 1}));
     }
   }
   return Status::Ok();
@@ -102,8 +104,8 @@ Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t d
 Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch) {
   MoeConfig c;
   auto count = [&](const std::string& key, int64_t fallback) -> Result<int64_t> {
-    Result<int64_t> v = fallback >= 0 ? file.GetIntOr(arch + "." + key, fallback)
-                                      : file.GetInt(arch + "." + key);
+    Result<int64_t> v =
+        fallback >= 0 ? file.GetIntOr(arch + "." + key, fallback) : file.GetInt(arch + "." + key);
     if (!v.ok()) {
       return InvalidArgument(fmt::format("model metadata lacks required key '{}.{}'", arch, key));
     }
@@ -121,12 +123,12 @@ Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& a
         arch, c.top_k, c.num_experts));
   }
   KV_ASSIGN_OR_RETURN(int64_t shared_count, count("expert_shared_count", 0));
-  KV_ASSIGN_OR_RETURN(c.shared_ffn_dim, count("expert_shared_feed_forward_length",
-                                              shared_count * c.expert_ffn_dim));
+  KV_ASSIGN_OR_RETURN(c.shared_ffn_dim,
+                      count("expert_shared_feed_forward_length", shared_count * c.expert_ffn_dim));
   KV_ASSIGN_OR_RETURN(int64_t gating, count("expert_gating_func", 1));
   if (gating != 1 && gating != 2) {
-    return InvalidArgument(fmt::format("{}.expert_gating_func {} is not softmax (1) or sigmoid (2)",
-                                       arch, gating));
+    return InvalidArgument(
+        fmt::format("{}.expert_gating_func {} is not softmax (1) or sigmoid (2)", arch, gating));
   }
   c.gating = static_cast<ExpertGating>(gating);
   KV_ASSIGN_OR_RETURN(c.norm_topk, file.GetBoolOr(arch + ".expert_weights_norm", false));
@@ -213,8 +215,8 @@ void GroupByExpert(const MoeConfig& c, int64_t n, int64_t dim, const float* xb, 
 }
 
 void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-               const kernels::WeightMatrix& down, const float* in, int64_t rows, float* g,
-               float* u, float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+               const kernels::WeightMatrix& down, const float* in, int64_t rows, float* g, float* u,
+               float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t ffn = gate.rows;
   kernels::MatMul(gate, in, rows, g, pool, scratch);
   kernels::MatMul(up, in, rows, u, pool, scratch);

@@ -42,17 +42,17 @@ struct MoeConfig {
   int64_t shared_ffn_dim = 0;  // 0: no shared expert; else its FFN width
   bool shared_gate = false;    // qwen2moe: the shared expert's output * sigmoid(gate . n)
   ExpertGating gating = ExpertGating::kSoftmax;
-  bool norm_topk = false;      // {arch}.expert_weights_norm
-  float weights_scale = 0.0f;  // {arch}.expert_weights_scale; 0: none
-  bool selection_bias = false; // blk.N.exp_probs_b.bias (DeepSeek-V3)
+  bool norm_topk = false;       // {arch}.expert_weights_norm
+  float weights_scale = 0.0f;   // {arch}.expert_weights_scale; 0: none
+  bool selection_bias = false;  // blk.N.exp_probs_b.bias (DeepSeek-V3)
 };
 
 // The weights of one MoE layer, pointing into the mapped file.
 struct MoeWeights {
-  const float* norm = nullptr;                        // (dim)
-  kernels::WeightMatrix router;                       // (E, dim): ffn_gate_inp
-  const float* selection_bias = nullptr;              // (E) or null
-  std::vector<kernels::WeightMatrix> gate, up, down;  // (E): (ffn, dim) x2, (dim, ffn)
+  const float* norm = nullptr;                           // (dim)
+  kernels::WeightMatrix router;                          // (E, dim): ffn_gate_inp
+  const float* selection_bias = nullptr;                 // (E) or null
+  std::vector<kernels::WeightMatrix> gate, up, down;     // (E): (ffn, dim) x2, (dim, ffn)
   kernels::WeightMatrix shared_gate_up[2], shared_down;  // gate, up (sffn, dim); (dim, sffn)
   kernels::WeightMatrix shared_gate;                     // (1, dim): ffn_gate_inp_shexp
 };
@@ -66,8 +66,7 @@ MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& config, int laye
 
 // Checks layer `layer`'s MoE tensors exist with the shapes of `config` and a dtype the matmul
 // takes (the router must be F32, F16 or BF16). InvalidArgument naming the tensor otherwise.
-Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& config, int64_t dim,
-                       int layer);
+Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& config, int64_t dim, int layer);
 
 // Reads the MoE keys of `arch` (expert_count, expert_used_count, expert_feed_forward_length,
 // expert_shared_count / expert_shared_feed_forward_length, expert_gating_func,

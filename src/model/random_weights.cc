@@ -131,8 +131,9 @@ Status RandomTensorWriter::Matrix(const std::string& name, int64_t fan_in, int64
 Status RandomTensorWriter::Stacked(const std::string& name, int64_t fan_in, int64_t rows,
                                    int64_t count, float bound) {
   const tensor::DType type = options_.TypeOf(name, fan_in, rows);
-  return writer_.AddTensor(name, {fan_in, rows, count}, type,
-                           RandomTensorData(name, fan_in, rows * count, bound, type, options_.seed));
+  return writer_.AddTensor(
+      name, {fan_in, rows, count}, type,
+      RandomTensorData(name, fan_in, rows * count, bound, type, options_.seed));
 }
 
 Status RandomTensorWriter::Bias(const std::string& name, int64_t n, float bound) {

@@ -1,5 +1,7 @@
 // deepseek2 (MLA + MoE) against the independent float64 reference (reference_deepseek2.cc):
 // greedy tokens and logprobs on random weights, the router's rules, and config errors.
+#include "model/deepseek2.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -12,7 +14,6 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/architecture.h"
-#include "model/deepseek2.h"
 #include "model/deepseek2_random.h"
 #include "model/moe.h"
 #include "reference_deepseek2.h"
@@ -117,8 +118,8 @@ void ExpectMatchesReference(const std::string& preset) {
     for (int64_t i = 0; i < c.vocab_size; ++i) {
       max_diff = std::max(max_diff, std::abs(got_lp[i] - want_lp[i]));
     }
-    const int32_t got = static_cast<int32_t>(
-        std::max_element(logits.begin(), logits.end()) - logits.begin());
+    const int32_t got =
+        static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
     const int32_t expect =
         static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin());
     ASSERT_EQ(got, expect) << preset << " step " << step;
@@ -135,9 +136,13 @@ void ExpectMatchesReference(const std::string& preset) {
   EXPECT_GE(std::unique(got_tokens.begin(), got_tokens.end()) - got_tokens.begin(), 4) << preset;
 }
 
-TEST(Deepseek2Test, TinyV3ShapeMatchesFloat64Reference) { ExpectMatchesReference("tiny"); }
+TEST(Deepseek2Test, TinyV3ShapeMatchesFloat64Reference) {
+  ExpectMatchesReference("tiny");
+}
 
-TEST(Deepseek2Test, TinyLiteShapeMatchesFloat64Reference) { ExpectMatchesReference("tiny-lite"); }
+TEST(Deepseek2Test, TinyLiteShapeMatchesFloat64Reference) {
+  ExpectMatchesReference("tiny-lite");
+}
 
 TEST(Deepseek2Test, KvShapeIsOneLatentPerLayer) {
   auto file = gguf::GgufFile::Open(WriteModel("tiny-lite", tensor::DType::kF16));
@@ -167,8 +172,7 @@ TEST(Deepseek2Test, V2LiteShapeLatentBytes) {
   options.kv_cache_dtype = "f16";
   auto layout = MakeModelKvLayout(**file, options);
   ASSERT_TRUE(layout.ok()) << layout.status().ToString();
-  const kv::BytesPerToken b =
-      kv::ComputeBytesPerToken(layout->config.groups[0].spec, 27);
+  const kv::BytesPerToken b = kv::ComputeBytesPerToken(layout->config.groups[0].spec, 27);
   EXPECT_EQ(b.bytes, 31104.0);  // 27 layers x 576 dims x 2 B
   auto config = ReadDeepseek2Config(**file);
   ASSERT_TRUE(config.ok());

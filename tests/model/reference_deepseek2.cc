@@ -137,14 +137,16 @@ ReferenceDeepseek2::Vec ReferenceDeepseek2::Attention(int64_t l, const Vec& n) {
       double s = 0;
       for (int64_t d = 0; d < nope_; ++d) {
         double k = 0;
-        for (int64_t ci = 0; ci < kv_lora_; ++ci) k += k_b[(h * kv_lora_ + ci) * nope_ + d] * lat[ci];
+        for (int64_t ci = 0; ci < kv_lora_; ++ci)
+          k += k_b[(h * kv_lora_ + ci) * nope_ + d] * lat[ci];
         s += qh[d] * k;
       }
       for (int64_t d = 0; d < rope_; ++d) s += qh[nope_ + d] * lat[kv_lora_ + d];
       scores.push_back(s * scale);
       Vec v(v_dim_, 0.0);
       for (int64_t d = 0; d < v_dim_; ++d) {
-        for (int64_t ci = 0; ci < kv_lora_; ++ci) v[d] += v_b[(h * v_dim_ + d) * kv_lora_ + ci] * lat[ci];
+        for (int64_t ci = 0; ci < kv_lora_; ++ci)
+          v[d] += v_b[(h * v_dim_ + d) * kv_lora_ + ci] * lat[ci];
       }
       values.push_back(std::move(v));
     }

@@ -117,8 +117,7 @@ TEST(GgufKvConfig, FlashShapeGgufMatchesThePreset) {
 // serve allocates) is that config.
 TEST(GgufKvConfig, DeepseekV3ShapeGgufMatchesThePreset) {
   const std::string path =
-      (fs::temp_directory_path() / ("kvserve_dsv3_" + std::to_string(getpid()) + ".gguf"))
-          .string();
+      (fs::temp_directory_path() / ("kvserve_dsv3_" + std::to_string(getpid()) + ".gguf")).string();
   Result<model::Deepseek2Spec> spec = model::FindDeepseek2Preset("deepseek-v3");
   ASSERT_TRUE(spec.ok());
   ASSERT_TRUE(model::Deepseek2RandomWriter(*spec, model::RandomWeights{})->Write(path).ok());

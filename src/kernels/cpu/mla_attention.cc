@@ -33,8 +33,7 @@ float LaneDot(const float* a, const float* b, int64_t n) {
 }
 
 void WriteLatentRows(const tensor::PagedLatentView& latent, int layer,
-                     std::span<const AttentionSequence> seqs, const float* rows,
-                     ThreadPool& pool) {
+                     std::span<const AttentionSequence> seqs, const float* rows, ThreadPool& pool) {
   CHECK_EQ(latent.compress_ratio, 1);
   const int64_t elems = latent.latent_elems;
   pool.ParallelFor(seqs.size(), [&](size_t begin, size_t end, int) {
@@ -58,27 +57,26 @@ void BuildItems(const MlaShape& shape, std::span<const AttentionSequence> seqs, 
                 std::vector<MlaScratch::Item>& items) {
   items.clear();
   int64_t tiles = 0;
-  for (const AttentionSequence& s : seqs) tiles += (s.num_tokens + MlaScratch::kQueryTile - 1) /
-                                                  MlaScratch::kQueryTile;
+  for (const AttentionSequence& s : seqs)
+    tiles += (s.num_tokens + MlaScratch::kQueryTile - 1) / MlaScratch::kQueryTile;
   const int64_t want = 2 * static_cast<int64_t>(num_threads);
-  const int splits =
-      static_cast<int>(std::clamp<int64_t>((want + tiles - 1) / std::max<int64_t>(tiles, 1), 1,
-                                           shape.num_heads));
+  const int splits = static_cast<int>(
+      std::clamp<int64_t>((want + tiles - 1) / std::max<int64_t>(tiles, 1), 1, shape.num_heads));
   const int per = (shape.num_heads + splits - 1) / splits;
   for (size_t s = 0; s < seqs.size(); ++s) {
     for (int32_t first = 0; first < seqs[s].num_tokens; first += MlaScratch::kQueryTile) {
       const int32_t count = std::min(MlaScratch::kQueryTile, seqs[s].num_tokens - first);
       for (int h = 0; h < shape.num_heads; h += per) {
-        items.push_back({static_cast<int32_t>(s), first, count, h,
-                         std::min(per, shape.num_heads - h)});
+        items.push_back(
+            {static_cast<int32_t>(s), first, count, h, std::min(per, shape.num_heads - h)});
       }
     }
   }
 }
 
 void RunItem(const MlaShape& shape, const tensor::PagedLatentView& latent, int layer,
-             const AttentionSequence& seq, const MlaScratch::Item& item, const float* q,
-             float* out, MlaScratch::Thread& t) {
+             const AttentionSequence& seq, const MlaScratch::Item& item, const float* q, float* out,
+             MlaScratch::Thread& t) {
   const int D = shape.latent_dim();
   const int R = shape.kv_lora_rank;
   const int H = shape.num_heads;
@@ -91,8 +89,8 @@ void RunItem(const MlaShape& shape, const tensor::PagedLatentView& latent, int l
   for (int32_t lo = 0; lo <= last_pos; lo += MlaScratch::kKeyChunk) {
     const int32_t hi = std::min(lo + MlaScratch::kKeyChunk, last_pos + 1);
     for (int32_t p = lo; p < hi; ++p) {
-      const std::byte* src = latent.LatentRow(layer, seq.block_table[p / latent.block_size],
-                                              p % latent.block_size);
+      const std::byte* src =
+          latent.LatentRow(layer, seq.block_table[p / latent.block_size], p % latent.block_size);
       tensor::DequantizeRow(latent.latent_dtype, src, t.rows.data() + (p - lo) * D, D);
     }
     for (int32_t qi = 0; qi < item.count; ++qi) {

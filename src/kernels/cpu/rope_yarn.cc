@@ -23,12 +23,11 @@ void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_
   const bool scaled = yarn.factor > 1.0;
   double low = 0, high = 0;
   if (scaled) {
-    low = std::max(0.0,
-                   std::floor(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_fast,
-                                            rope.freq_base)));
-    high = std::min(static_cast<double>(rope.rope_dim - 1),
-                    std::ceil(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_slow,
-                                            rope.freq_base)));
+    low = std::max(0.0, std::floor(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_fast,
+                                                 rope.freq_base)));
+    high = std::min(
+        static_cast<double>(rope.rope_dim - 1),
+        std::ceil(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_slow, rope.freq_base)));
   }
   for (int i = 0; i < rope.rope_dim / 2; ++i) {
     const double extrap =
@@ -52,7 +51,8 @@ void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_
 }
 
 float YarnAttentionScale(const YarnParams& yarn, double mscale_all_dim, int qk_head_dim) {
-  const double mscale = yarn.factor > 1.0 ? 1.0 + 0.1 * mscale_all_dim * std::log(yarn.factor) : 1.0;
+  const double mscale =
+      yarn.factor > 1.0 ? 1.0 + 0.1 * mscale_all_dim * std::log(yarn.factor) : 1.0;
   return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(qk_head_dim)));
 }
 

@@ -22,16 +22,15 @@
 namespace kvserve::kernels {
 
 struct YarnParams {
-  double factor = 1.0;  // rope.scaling.factor (1 = no scaling: Rope's plain angles)
-  int64_t orig_ctx = 0; // rope.scaling.original_context_length
+  double factor = 1.0;   // rope.scaling.factor (1 = no scaling: Rope's plain angles)
+  int64_t orig_ctx = 0;  // rope.scaling.original_context_length
   double beta_fast = 32.0;
   double beta_slow = 1.0;
 };
 
 // Rotates the first rope.rope_dim values of each of num_heads heads (head stride
 // rope.head_dim) of x by the YaRN angles above at `pos`. rope.linear_scale must be 1.
-void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads,
-              int32_t pos);
+void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads, int32_t pos);
 
 // DeepSeek's attention scale with YaRN: mscale^2 / sqrt(qk_head_dim), mscale = 1 + 0.1 *
 // mscale_all_dim * ln(factor) (mscale_all_dim = llama.cpp's yarn_log_multiplier / 0.1; 1 when
