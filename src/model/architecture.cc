@@ -8,6 +8,8 @@
 
 #include "model/dense.h"
 #include "model/dense_random.h"
+#include "model/deepseek2.h"
+#include "model/deepseek2_random.h"
 #include "model/v41.h"
 #include "model/v41_random_model.h"
 
@@ -59,7 +61,18 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
   return V41ModelWriter(spec);
 }
 
-const std::array<Architecture, 7> kArchitectures = {{
+// ---- deepseek2 ----
+
+constexpr std::array<std::string_view, 5> kDeepseek2Presets = {"tiny", "tiny-lite", "small",
+                                                               "deepseek-v2-lite", "deepseek-v3"};
+
+Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
+                                              const RandomWeights& weights) {
+  KV_ASSIGN_OR_RETURN(Deepseek2Spec spec, FindDeepseek2Preset(preset));
+  return Deepseek2RandomWriter(spec, weights);
+}
+
+const std::array<Architecture, 8> kArchitectures = {{
     Dense<kLlama>(),
     Dense<kQwen2>(),
     Dense<kQwen3>(),
@@ -67,6 +80,8 @@ const std::array<Architecture, 7> kArchitectures = {{
     Dense<kGemma2>(),
     Dense<kGemma3>(),
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
+    {kDeepseek2Architecture, ReadDeepseek2KvShape, LoadAs<Deepseek2Model>, kDeepseek2Presets,
+     WriteRandomDeepseek2},
 }};
 
 }  // namespace

@@ -10,6 +10,7 @@
 #include "core/check.h"
 #include "model/architecture.h"
 #include "model/config.h"
+#include "model/deepseek2_config.h"
 
 namespace kvserve::model {
 
@@ -177,6 +178,17 @@ Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file) {
   return shape;
 }
 
+Result<ModelKvShape> ReadDeepseek2KvShape(const gguf::GgufFile& file) {
+  ModelKvShape shape;
+  shape.architecture = kDeepseek2Architecture;
+  shape.activation_dtype = ModelActivationDType(file);
+  KV_ASSIGN_OR_RETURN(Deepseek2Config c, ReadDeepseek2Config(file));
+  shape.context_length = c.context_length;
+  shape.num_layers = static_cast<int>(c.num_layers);
+  shape.layout = LatentKvShape{static_cast<int>(c.num_layers), static_cast<int>(c.latent_dim())};
+  return shape;
+}
+
 Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file) {
   KV_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
   if (Result<const Architecture*> entry = FindArchitecture(arch); entry.ok()) {
@@ -196,6 +208,20 @@ Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayou
     out.config = MakeV41KvLayout(*v41, options.block_size, max_model_len, options.max_chunk_tokens)
                      .kv_config;
     out.groups = V41GroupInfo(*v41);
+  } else if (const auto* mla = std::get_if<LatentKvShape>(&shape.layout)) {
+    out.config.num_layers = mla->num_layers;
+    out.config.block_size = options.block_size;
+    out.config.max_model_len = max_model_len;
+    out.config.max_chunk_tokens = options.max_chunk_tokens;
+    kv::KvCacheGroup group;
+    group.spec = kv::CompressedLatent{mla->latent_dim, 1, 0, kv_dtype};
+    KvGroupInfo info{"latent", {}, {}, false};
+    for (int l = 0; l < mla->num_layers; ++l) {
+      group.layers.push_back(l);
+      info.layers.push_back(l);
+    }
+    out.config.groups.push_back(std::move(group));
+    out.groups.push_back(std::move(info));
   } else {
     const DenseKvShape& d = std::get<DenseKvShape>(shape.layout);
     out.config = MakeDenseKvCacheConfig(d, kv_dtype, options.block_size, max_model_len,

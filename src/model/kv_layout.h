@@ -57,6 +57,14 @@ tensor::DType ModelActivationDType(const gguf::GgufFile& file);
 
 // ---- a GGUF model's KV layout from metadata (serve, inspect and the planner) ----
 
+// A multi-head latent attention model's KV shape (deepseek2): every layer writes one latent row
+// of latent_dim values per token (kv_lora_rank + the decoupled rope key): one
+// CompressedLatent group, compress_ratio 1, no indexer key, no sharing between layers.
+struct LatentKvShape {
+  int num_layers = 0;
+  int latent_dim = 0;
+};
+
 // Everything a GGUF model's KV layout depends on, read from metadata only (no tensor bytes;
 // any weight dtype, so the planner can read files kvserve cannot run). Plain data, copyable.
 struct ModelKvShape {
@@ -64,7 +72,7 @@ struct ModelKvShape {
   int64_t context_length = 0;
   int num_layers = 0;                                    // model layers
   tensor::DType activation_dtype = tensor::DType::kF16;  // what "auto" resolves against
-  std::variant<DenseKvShape, V41Config> layout;
+  std::variant<DenseKvShape, V41Config, LatentKvShape> layout;
 };
 
 // The architecture's read_kv_shape (model/architecture.h); for an architecture kvserve cannot
@@ -72,6 +80,8 @@ struct ModelKvShape {
 Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file);
 // kvserve-v41 (ReadV41Config).
 Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file);
+// deepseek2 (ReadDeepseek2Config): a LatentKvShape.
+Result<ModelKvShape> ReadDeepseek2KvShape(const gguf::GgufFile& file);
 // A dense transformer from llama.cpp's keys. For the architectures kvserve runs
 // (model/config.h), the KV of their forward pass: head size `.attention.key_length` (default
 // embedding_length / head_count) and each layer's window as the architecture places it

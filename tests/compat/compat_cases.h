@@ -51,6 +51,18 @@ inline constexpr ModelCase kModelCases[] = {
     {"gemma3_tiny_f32", "make-model --arch gemma3 --preset tiny --type f32", "f32", 1.5e-3},
     {"gemma3_tiny_f16", "make-model --arch gemma3 --preset tiny --type f16", "f16", 2e-3},
     {"gemma3_tiny_q4_0", "make-model --arch gemma3 --preset tiny --type q4_0", "f16", 1.5e-1},
+    {"deepseek2_tiny_f32", "make-model --arch deepseek2 --preset tiny --type f32", "f32", 1e-4},
+    // MoE: a rounding difference that reorders two experts' router scores changes the chosen
+    // experts and moves that position's logprobs by far more than the rounding itself
+    // (docs/models.md), so the non-F32 bounds of the MoE cases are measured per case.
+    {"deepseek2_tiny_f16", "make-model --arch deepseek2 --preset tiny --type f16", "f16", 5e-3},
+    {"deepseek2_tiny_q8_0", "make-model --arch deepseek2 --preset tiny --type q8_0", "f16", 1.5},
+    {"deepseek2_lite_f32", "make-model --arch deepseek2 --preset tiny-lite --type f32", "f32",
+     1e-4},
+    {"deepseek2_lite_f16", "make-model --arch deepseek2 --preset tiny-lite --type f16", "f16",
+     3e-2},
+    {"deepseek2_lite_q4_0", "make-model --arch deepseek2 --preset tiny-lite --type q4_0", "f16",
+     2.5e-1},
 };
 
 // A vocabulary whose tokenization of the 46 strings of ../shared/tokenizers/*.inp must equal
