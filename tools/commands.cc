@@ -25,6 +25,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterBenchOffload(app.get_subcommand("bench"));
   RegisterGenerate(app);
   RegisterServe(app);
+  RegisterSimulate(app);
 }
 
 }  // namespace kvserve::tools

@@ -107,6 +107,10 @@ Result<CostModel> CostModel::Create(const ModelCompute& model, const kv::KvCache
     return InvalidArgument(fmt::format("{} query heads do not split over tp {}",
                                        model.num_q_heads, tp));
   }
+  if (tp > 1 && hardware.link_bandwidth <= 0) {
+    return InvalidArgument(fmt::format("--tp {} needs a device link, and hardware profile {} has "
+                                       "no link_bandwidth", tp, hardware.name));
+  }
   CostModel c;
   c.model_ = model;
   c.hardware_ = hardware;

@@ -88,10 +88,11 @@ Work AttentionWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
 class CostModel {
  public:
   // kv_config: the per-rank KV config the server would build (its groups say which layers
-  // attend over which spec). InvalidArgument when tp < 1, the heads do not split over tp, or
-  // the profile has no FLOP/s for a matrix's dtype.
+  // attend over which spec). InvalidArgument when tp < 1, the heads do not split over tp, tp >
+  // 1 on a device with no link bandwidth, or the profile has no FLOP/s for a matrix's dtype.
   static Result<CostModel> Create(const ModelCompute& model, const kv::KvCacheConfig& kv_config,
                                   const HardwareProfile& hardware, int tp);
+  CostModel() = default;  // an empty model (no matrices, no groups); use Create
 
   StepCost Cost(std::span<const SequenceWork> batch) const;
 
@@ -104,7 +105,6 @@ class CostModel {
     kv::KvLayoutSpec spec;
     int num_layers = 0;  // layers attending over it
   };
-  CostModel() = default;
   void AddGemm(int64_t tokens, int64_t sampled, StepCost& cost) const;
   void AddAttention(std::span<const SequenceWork> batch, StepCost& cost) const;
 

@@ -39,7 +39,10 @@ Result<TierSpeed> ParseTier(const Json& j, const char* key, TierSpeed fallback) 
       fallback.bandwidth > 0 ? std::optional<double>(fallback.bandwidth) : std::nullopt;
   KV_ASSIGN_OR_RETURN(t.bandwidth, planner::NumberField(*it, "bandwidth", bandwidth, /*positive=*/true));
   KV_ASSIGN_OR_RETURN(t.latency, planner::NumberField(*it, "latency", 0.0));
-  if (t.latency < 0) return InvalidArgument(fmt::format("{}.latency must not be negative", key));
+  KV_ASSIGN_OR_RETURN(t.store_bandwidth, planner::NumberField(*it, "store_bandwidth", 0.0));
+  if (t.latency < 0 || t.store_bandwidth < 0) {
+    return InvalidArgument(fmt::format("{}: latency and store_bandwidth must not be negative", key));
+  }
   return t;
 }
 
@@ -74,6 +77,7 @@ Status ParseProfileFields(const Json& j, HardwareProfile& p) {
   const TierSpeed host{p.host_link_bandwidth * p.efficiency.host_link, 0.0};
   KV_ASSIGN_OR_RETURN(p.cpu_tier, ParseTier(j, "cpu_tier", host));
   KV_ASSIGN_OR_RETURN(p.file_tier, ParseTier(j, "file_tier", TierSpeed{}));
+  KV_ASSIGN_OR_RETURN(p.redis_tier, ParseTier(j, "redis_tier", p.file_tier));
   return Status::Ok();
 }
 
@@ -160,12 +164,14 @@ std::string ProfileToJson(const HardwareProfile& p, std::string_view notes_json)
   j["efficiency"] = {{"gemm", p.efficiency.gemm}, {"memory", p.efficiency.memory},
                      {"attention", p.efficiency.attention}, {"link", p.efficiency.link},
                      {"host_link", p.efficiency.host_link}};
-  if (p.cpu_tier.bandwidth > 0) {
-    j["cpu_tier"] = {{"bandwidth", p.cpu_tier.bandwidth}, {"latency", p.cpu_tier.latency}};
-  }
-  if (p.file_tier.bandwidth > 0) {
-    j["file_tier"] = {{"bandwidth", p.file_tier.bandwidth}, {"latency", p.file_tier.latency}};
-  }
+  auto tier = [&](const char* key, const TierSpeed& t) {
+    if (t.bandwidth <= 0) return;
+    j[key] = {{"bandwidth", t.bandwidth}, {"latency", t.latency},
+              {"store_bandwidth", t.store_bandwidth}};
+  };
+  tier("cpu_tier", p.cpu_tier);
+  tier("file_tier", p.file_tier);
+  tier("redis_tier", p.redis_tier);
   if (!notes_json.empty()) j["notes"] = Json::parse(notes_json, nullptr, false);
   return j.dump(2) + "\n";
 }

@@ -17,7 +17,8 @@
 //    "efficiency": {"gemm": 0.7, "memory": 0.8, "attention": 0.5, "link": 0.8,
 //                   "host_link": 0.8},
 //    "step_overhead": 5e-4, "sequence_overhead": 2e-6, "token_overhead": 0,
-//    "cpu_tier": {"bandwidth": 51e9, "latency": 20e-6}, "file_tier": {...}}
+//    "cpu_tier": {"bandwidth": 51e9, "latency": 20e-6, "store_bandwidth": 0},
+//    "file_tier": {...}, "redis_tier": {...}}
 // (cpu_tier.bandwidth defaults to host_link_bandwidth x efficiency.host_link.)
 // Plain data, copyable; functions are pure.
 #pragma once
@@ -41,8 +42,9 @@ struct Efficiency {
 
 // A KV tier's read speed: a load of n blocks of b bytes takes latency + n * b / bandwidth.
 struct TierSpeed {
-  double bandwidth = 0;  // bytes/s; 0: not given (the tier cannot be simulated)
-  double latency = 0;    // seconds per load request
+  double bandwidth = 0;        // bytes/s; 0: not given (the tier cannot be simulated)
+  double latency = 0;          // seconds per load request
+  double store_bandwidth = 0;  // bytes/s of stores that hold up the step; 0: asynchronous
 };
 
 struct HardwareProfile {
@@ -59,8 +61,9 @@ struct HardwareProfile {
   double sequence_overhead = 0;    // seconds per sequence in a step
   double token_overhead = 0;       // seconds per token in a step
   Efficiency efficiency;
-  TierSpeed cpu_tier;   // default: host_link_bandwidth x efficiency.host_link
+  TierSpeed cpu_tier;    // default: host_link_bandwidth x efficiency.host_link
   TierSpeed file_tier;
+  TierSpeed redis_tier;  // default: file_tier
 
   // Achievable GEMM FLOP/s for weights stored in `dtype`: peak_flops by exact name, then the
   // family ("fp8_e4m3_e8m0_32" -> "fp8", "fp4_*" -> "fp4"), then the next wider compute type

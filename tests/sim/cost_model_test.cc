@@ -7,6 +7,7 @@
 
 #include <cmath>
 
+#include "gguf/gguf.h"
 #include "planner/plan.h"
 #include "planner/presets.h"
 #include "sim/hardware.h"
@@ -228,6 +229,43 @@ TEST(ModelCompute, EveryModelPresetHasMatricesThatMatchItsWeights) {
   // DeepSeek-V4.1-Flash: ~8.4B parameters per token (the seed: 8B).
   EXPECT_NEAR(LoadComputePreset("deepseek-v4.1-flash")->ActiveParamsPerToken() / 1e9, 8.4, 0.1);
   EXPECT_NEAR(LoadComputePreset("llama-3.1-8b")->ActiveParamsPerToken() / 1e9, 7.5, 0.1);
+}
+
+}  // namespace
+}  // namespace kvserve::sim
+
+namespace kvserve::sim {
+namespace {
+
+TEST(ModelCompute, FromAGgufTensorTable) {
+  const std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
+  Result<std::unique_ptr<gguf::GgufFile>> file = gguf::GgufFile::Open(path);
+  if (!file.ok()) GTEST_SKIP() << "needs ../shared/models/stories260K.gguf: " << file.status().ToString();
+  Result<ModelCompute> m = ComputeFromGguf(**file);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  // stories260K: 5 layers, dim 64, 8 heads (4 KV heads), hidden 172, vocab 512.
+  EXPECT_EQ(m->num_layers, 5);
+  EXPECT_EQ(m->hidden_size, 64);
+  EXPECT_EQ(m->vocab_size, 512);
+  EXPECT_EQ(m->num_q_heads, 8);
+  double per_token = 0;
+  int heads = 0;
+  for (const Matrix& x : m->matrices) {
+    if (x.logits_only) {
+      ++heads;
+      EXPECT_EQ(x.params, 512.0 * 64);
+    }
+    if (x.name == "attn_q") EXPECT_EQ(x.params, 64 * 64);
+    if (x.name == "attn_k") EXPECT_EQ(x.params, 64 * 32);
+    if (x.name == "ffn_up") EXPECT_EQ(x.params, 64 * 172);
+    if (!x.logits_only) {
+      EXPECT_EQ(x.num_layers, 5) << x.name;
+      per_token += x.params * x.num_layers;
+    }
+  }
+  // q, o 64x64; k, v 64x32; gate, up, down 3 x 64x172: per layer 45,312 params.
+  EXPECT_EQ(per_token, 5.0 * (2 * 64 * 64 + 2 * 64 * 32 + 3 * 64 * 172));
+  EXPECT_EQ(heads, 1);  // output.weight, or the tied embedding
 }
 
 }  // namespace
