@@ -92,12 +92,21 @@ Work AttentionWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
   const int64_t read = heads.top_k > 0 ? std::min<int64_t>(entries, heads.top_k * num_new_tokens)
                                        : entries;
   w.bytes = static_cast<double>(read) * latent_row;
-  if (heads.top_k > 0 && l.index_key_dim > 0 && heads.index_heads > 0) {
-    w.flops += 2.0 * l.index_key_dim * heads.index_heads * CappedFloorSum(a, b, r, 0);
-    w.bytes += static_cast<double>(entries) *
-               static_cast<double>(tensor::RowBytes(l.index_dtype, l.index_key_dim));
-  }
   return w;
+}
+
+Work IndexerWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
+                 int64_t num_computed_tokens, int64_t num_new_tokens) {
+  const auto* l = std::get_if<kv::CompressedLatent>(&spec);
+  if (l == nullptr || heads.top_k == 0 || l->index_key_dim == 0 || heads.index_heads == 0) {
+    return {};
+  }
+  const int64_t a = num_computed_tokens + 1;
+  const int64_t b = num_computed_tokens + num_new_tokens;
+  const int64_t r = l->compress_ratio;
+  return {2.0 * l->index_key_dim * heads.index_heads * CappedFloorSum(a, b, r, 0),
+          static_cast<double>(b / r) *
+              static_cast<double>(tensor::RowBytes(l->index_dtype, l->index_key_dim))};
 }
 
 Result<CostModel> CostModel::Create(const ModelCompute& model, const kv::KvCacheConfig& kv_config,
@@ -117,7 +126,13 @@ Result<CostModel> CostModel::Create(const ModelCompute& model, const kv::KvCache
   c.tp_ = tp;
   c.heads_ = {model.num_q_heads / tp, PerRank(model.index_heads, tp), model.index_top_k};
   for (const kv::KvCacheGroup& g : kv_config.groups) {
-    c.groups_.push_back({g.spec, static_cast<int>(g.layers.size() + g.readers.size())});
+    Group group{g.spec, static_cast<int>(g.layers.size() + g.readers.size()), 0};
+    if (const auto* l = std::get_if<kv::CompressedLatent>(&g.spec); l && l->index_key_dim > 0) {
+      Result<double> flops = hardware.GemmFlops(tensor::DTypeName(l->index_dtype));
+      if (!flops.ok()) return flops.status().WithContext("the latent indexer");
+      group.indexer_flops = *flops;
+    }
+    c.groups_.push_back(group);
   }
   for (const Matrix& m : model.matrices) {
     Result<double> flops = hardware.GemmFlops(m.dtype);
@@ -152,6 +167,11 @@ void CostModel::AddAttention(std::span<const SequenceWork> batch, StepCost& cost
       const Work w = AttentionWork(g.spec, heads_, s.num_computed_tokens, s.num_new_tokens);
       seconds += std::max(w.flops / flops_rate, w.bytes / bandwidth);
       layer += w;
+      if (g.indexer_flops > 0) {
+        const Work x = IndexerWork(g.spec, heads_, s.num_computed_tokens, s.num_new_tokens);
+        seconds += std::max(x.flops / g.indexer_flops, x.bytes / bandwidth);
+        layer += x;
+      }
     }
     cost.work[k].flops += layer.flops * g.num_layers;
     cost.work[k].bytes += layer.bytes * g.num_layers;

@@ -14,11 +14,13 @@
 //                full      keys [0, p]                         p + 1 pairs
 //                sliding   keys [p - W + 1, p]                 min(W, p + 1) pairs
 //                latent    complete entries i < (p + 1) / r    e(p) = (p + 1) / r, of which
-//                          it reads min(top_k, e(p)) (all when top_k = 0); the indexer scores
-//                          all e(p) with index_heads x index_key_dim
-//              FLOPs = 4 x head_dim x q heads x pairs (QK and PV) + 2 x index_key_dim x
-//              index heads x scored entries; bytes = the K/V rows (or entries) the sequence's
-//              queries read, each once, as stored (so the KV dtype sets the bytes).
+//                          it reads min(top_k, e(p)) (all when top_k = 0)
+//              FLOPs = 4 x head_dim x q heads x pairs (QK and PV) at the attention FLOP/s;
+//              bytes = the K/V rows (or entries) the sequence's queries read, each once, as
+//              stored (so the KV dtype sets the bytes).
+//              A latent group's indexer (top_k > 0) scores all e(p) entries for each query:
+//              2 x index_key_dim x index heads FLOPs per (query, entry), a GEMM at the peak of
+//              the index keys' dtype (FP8 on Hopper for FP4 keys), reading every key once.
 //   sampling   one pass over the vocabulary per sampled row: logits / sampling_rate, or
 //              memory-bound at 16 B per logit when the profile gives no rate.
 //   allreduce  tp > 1: two per layer (after attention and after the FFN) of tokens x hidden x
@@ -84,6 +86,9 @@ Work MatrixWork(const Matrix& m, int64_t rows, int tp);
 // One layer attending over a group of `spec` (per-rank spec) for one sequence.
 Work AttentionWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
                    int64_t num_computed_tokens, int64_t num_new_tokens);
+// One layer's latent indexer for one sequence (zero for other groups or without top_k).
+Work IndexerWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
+                 int64_t num_computed_tokens, int64_t num_new_tokens);
 
 class CostModel {
  public:
@@ -103,7 +108,8 @@ class CostModel {
  private:
   struct Group {
     kv::KvLayoutSpec spec;
-    int num_layers = 0;  // layers attending over it
+    int num_layers = 0;        // layers attending over it
+    double indexer_flops = 0;  // achievable FLOP/s of its indexer; 0: none
   };
   void AddGemm(int64_t tokens, int64_t sampled, StepCost& cost) const;
   void AddAttention(std::span<const SequenceWork> batch, StepCost& cost) const;

@@ -86,29 +86,39 @@ TEST(CostModel, LatentLayer) {
       kv::CompressedLatent{512, 2, 128, DType::kFP4_E2M1_E4M3_16, DType::kFP4_E2M1_E8M0_32};
   const AttentionHeads heads{64, 32, 512};
   // A decode at position 10000 sees (10000 + 1) / 2 = 5000 complete entries; it reads the top
-  // 512: 4 x 512 x 64 x 512 = 67,108,864 FLOPs; the indexer scores all 5000:
-  // 2 x 128 x 32 x 5000 = 40,960,000. Bytes: 512 x 288 + 5000 x 68 = 487,456.
+  // 512: 4 x 512 x 64 x 512 = 67,108,864 FLOPs and 512 x 288 B; the indexer scores all 5000:
+  // 2 x 128 x 32 x 5000 = 40,960,000 FLOPs, reading 5000 x 68 B of keys.
   const Work d = AttentionWork(latent, heads, 10000, 1);
-  EXPECT_DOUBLE_EQ(d.flops, 67108864.0 + 40960000.0);
-  EXPECT_DOUBLE_EQ(d.bytes, 512.0 * 288 + 5000.0 * 68);
+  EXPECT_DOUBLE_EQ(d.flops, 67108864.0);
+  EXPECT_DOUBLE_EQ(d.bytes, 512.0 * 288);
+  const Work di = IndexerWork(latent, heads, 10000, 1);
+  EXPECT_DOUBLE_EQ(di.flops, 40960000.0);
+  EXPECT_DOUBLE_EQ(di.bytes, 5000.0 * 68);
   // 8 tokens from 0: entries visible per query (x = 1..8, x / 2) 0,1,1,2,2,3,3,4 = 16, all
   // under top_k; the last query sees 4 entries, so 4 latent rows and 4 keys are read.
   const Work p = AttentionWork(latent, heads, 0, 8);
-  EXPECT_DOUBLE_EQ(p.flops, 4.0 * 512 * 64 * 16 + 2.0 * 128 * 32 * 16);
-  EXPECT_DOUBLE_EQ(p.bytes, 4.0 * 288 + 4.0 * 68);
+  EXPECT_DOUBLE_EQ(p.flops, 4.0 * 512 * 64 * 16);
+  EXPECT_DOUBLE_EQ(p.bytes, 4.0 * 288);
+  EXPECT_DOUBLE_EQ(IndexerWork(latent, heads, 0, 8).flops, 2.0 * 128 * 32 * 16);
+  EXPECT_DOUBLE_EQ(IndexerWork(latent, heads, 0, 8).bytes, 4.0 * 68);
   // A chunk of 1024 from 4000 (ratio 2): each query selects min(512, x / 2) = 512 (x >= 4001);
-  // the indexer scores sum_{x=4001}^{5024} floor(x / 2) = 2,318,848 (by the closed form,
-  // checked by summing here); rows read: min(2512 entries, 512 x 1024) = 2512.
+  // the indexer scores sum_{x=4001}^{5024} floor(x / 2) = 2000 + 2 x (2001 + ... + 2511) +
+  // 2512 = 2,310,144 (the closed form in the model; summed here); rows read: min(2512
+  // entries, 512 x 1024) = 2512.
   double scored = 0;
   for (int x = 4001; x <= 5024; ++x) scored += x / 2;
+  EXPECT_DOUBLE_EQ(scored, 2310144.0);
   const Work c = AttentionWork(latent, heads, 4000, 1024);
-  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 512 * 64 * 512 * 1024 + 2.0 * 128 * 32 * scored);
-  EXPECT_DOUBLE_EQ(c.bytes, 2512.0 * 288 + 2512.0 * 68);
+  EXPECT_DOUBLE_EQ(c.flops, 4.0 * 512 * 64 * 512 * 1024);
+  EXPECT_DOUBLE_EQ(c.bytes, 2512.0 * 288);
+  EXPECT_DOUBLE_EQ(IndexerWork(latent, heads, 4000, 1024).flops, 2.0 * 128 * 32 * scored);
+  EXPECT_DOUBLE_EQ(IndexerWork(latent, heads, 4000, 1024).bytes, 2512.0 * 68);
   // Without an indexer (DeepSeek-V3 MLA: 576-dim bf16 latent, ratio 1) every entry is read.
   const kv::KvLayoutSpec mla = kv::CompressedLatent{576, 1, 0, DType::kBF16, DType::kBF16};
   const Work m = AttentionWork(mla, AttentionHeads{128, 0, 0}, 99, 1);
   EXPECT_DOUBLE_EQ(m.flops, 4.0 * 576 * 128 * 100);
   EXPECT_DOUBLE_EQ(m.bytes, 100.0 * 576 * 2);
+  EXPECT_DOUBLE_EQ(IndexerWork(mla, AttentionHeads{128, 0, 0}, 99, 1).flops, 0.0);
 }
 
 TEST(CostModel, RoutedExpertsReadTheExpertsTheirTokensTouch) {
