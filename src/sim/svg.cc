@@ -150,11 +150,10 @@ std::string FormatSvg(const std::string& title, std::span<const PlotSeries> seri
   const auto [i0, i1] = LogRange(itls);
   const Panel itl{620, 440, 430, 250, i0, i1, 0, 1, true};
   s += usage.Frame("KV cache usage", "time (s, simulated)", "% of blocks held");
-  s += queue.Frame("Requests running (solid) and waiting (dashed)", "time (s, simulated)",
+  s += queue.Frame("Requests running (solid), waiting (dashed)", "time (s, simulated)",
                    "requests");
   s += ttft.Frame("Time to first token, CDF", "TTFT", "fraction of requests");
-  s += itl.Frame("Inter-token latency (solid), time per output token (dashed), CDF", "latency",
-                 "fraction");
+  s += itl.Frame("ITL (solid) and TPOT (dashed), CDF", "latency", "fraction");
   for (size_t i = 0; i < series.size(); ++i) {
     const char* color = kColors[i % std::size(kColors)];
     const SimResult& r = *series[i].result;
