@@ -1,5 +1,5 @@
-// Forward-pass throughput of a random-weight 110M llama (dim 768, 12 layers, 12 heads, FFN 2048,
-// vocab 32000, ctx 32768) on CPU with 2 threads (KVSERVE_BENCH_THREADS): prefill of a 512-token
+// Forward-pass throughput of make-model's random-weight 110m llama (dim 768, 12 layers, 12 heads,
+// FFN 2048, vocab 32000, ctx 32768, tied output) on CPU with 2 threads (KVSERVE_BENCH_THREADS): prefill of a 512-token
 // prompt and decode of 128 tokens, weights in F16 and Q8_0, KV in F16; batched decode of 1..64 sequences (issue 4);
 // single-stream decode at context 256 and 2048 with F16, Q8_0 and FP8 KV (issue 3).
 // The model file is generated once into /tmp.
@@ -17,13 +17,17 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/dense_kv.h"
 #include "model/llama.h"
-#include "model/random_model.h"
+#include "model/llama_random.h"
+#include "support/kv_arena.h"
 #include "tensor/quant.h"
 
 namespace kvserve::model {
 namespace {
+
+using testing::BlocksForTokens;
+using testing::ContiguousBlockTable;
+using testing::SimpleKvArena;
 
 // Threads: KVSERVE_BENCH_THREADS, default 2 (the machine class of docs/PERFORMANCE.md).
 const int kThreads = [] {
@@ -36,18 +40,11 @@ constexpr int kBlockSize = 16;
 
 std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
   const std::string path =
-      "/tmp/kvserve_bench_110m_" + std::string(tensor::DTypeName(dtype)) + ".gguf";
-  if (!std::filesystem::exists(path)) {
-    RandomModelSpec spec;
-    spec.dim = 768;
-    spec.num_layers = 12;
-    spec.num_heads = 12;
-    spec.num_kv_heads = 12;
-    spec.ffn_dim = 2048;
-    spec.vocab_size = 32000;
-    spec.context_length = 32768;
-    spec.matrix_dtype = dtype;
-    CHECK(RandomModelWriter(spec).Write(path).ok()) << path;
+      "/tmp/kvserve_bench_110m_preset_" + std::string(tensor::DTypeName(dtype)) + ".gguf";
+  if (!std::filesystem::exists(path)) {  // = kvserve make-model --preset 110m --type DTYPE
+    RandomWeights weights;
+    weights.matrix_type = dtype;
+    CHECK(LlamaRandomWriter(*FindLlamaPreset("110m"), weights)->Write(path).ok()) << path;
   }
   auto file = gguf::GgufFile::Open(path);
   CHECK(file.ok()) << file.status().ToString();
@@ -57,7 +54,8 @@ std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
 struct Fixture {
   std::unique_ptr<LlamaModel> model;
   std::unique_ptr<SimpleKvArena> arena;
-  std::vector<int32_t> table;
+  std::vector<int32_t> table_ids;
+  std::span<const int32_t> table[1];  // the one KV group's block table
   std::vector<int32_t> prompt;
   std::vector<float> logits;
 };
@@ -76,7 +74,8 @@ Fixture MakeFixture(tensor::DType dtype) {
   f.arena = std::make_unique<SimpleKvArena>(static_cast<int>(c.num_layers),
                                             static_cast<int>(c.kv_row_elems()), tensor::DType::kF16,
                                             kBlockSize, blocks);
-  f.table = ContiguousBlockTable(0, blocks);
+  f.table_ids = ContiguousBlockTable(0, blocks);
+  f.table[0] = f.table_ids;
   for (int i = 0; i < kPromptTokens; ++i) f.prompt.push_back((i * 7919 + 3) % 32000);
   f.logits.resize(c.vocab_size);
   return f;
@@ -85,10 +84,10 @@ Fixture MakeFixture(tensor::DType dtype) {
 void BM_Prefill512(benchmark::State& state, tensor::DType dtype) {
   Fixture f = MakeFixture(dtype);
   ThreadPool pool(kThreads);
-  ForwardBatch batch;
+  Batch batch;
   batch.sequences = {{f.prompt, 0, f.table, true}};
   for (auto _ : state) {
-    f.model->Forward(batch, f.arena->view(), pool, f.logits.data());
+    f.model->Forward(batch, f.arena->views(), pool, f.logits.data());
     benchmark::DoNotOptimize(f.logits.data());
   }
   state.counters["tokens_per_s"] = benchmark::Counter(
@@ -98,17 +97,17 @@ void BM_Prefill512(benchmark::State& state, tensor::DType dtype) {
 void BM_Decode128(benchmark::State& state, tensor::DType dtype) {
   Fixture f = MakeFixture(dtype);
   ThreadPool pool(kThreads);
-  ForwardBatch batch;
+  Batch batch;
   const std::span<const int32_t> prompt(f.prompt.data(), 16);
   for (auto _ : state) {
     state.PauseTiming();
     batch.sequences = {{prompt, 0, f.table, true}};
-    f.model->Forward(batch, f.arena->view(), pool, f.logits.data());
+    f.model->Forward(batch, f.arena->views(), pool, f.logits.data());
     state.ResumeTiming();
     int32_t token = 1;
     for (int i = 0; i < kDecodeTokens; ++i) {
       batch.sequences = {{std::span<const int32_t>(&token, 1), 16 + i, f.table, true}};
-      f.model->Forward(batch, f.arena->view(), pool, f.logits.data());
+      f.model->Forward(batch, f.arena->views(), pool, f.logits.data());
       token = static_cast<int32_t>(std::max_element(f.logits.begin(), f.logits.end()) -
                                    f.logits.begin());
     }
@@ -140,17 +139,20 @@ void BM_DecodeBatch(benchmark::State& state, tensor::DType dtype) {
   std::vector<int32_t> prompt(kPrefix);
   for (int i = 0; i < kPrefix; ++i) prompt[i] = (i * 7919 + 3) % 32000;
   std::vector<float> logits(static_cast<size_t>(num_seqs) * c.vocab_size);
-  ForwardBatch batch;
-  const std::vector<int32_t> prefix_table = ContiguousBlockTable(0, prefix_blocks);
+  Batch batch;
+  const std::vector<int32_t> prefix_ids = ContiguousBlockTable(0, prefix_blocks);
+  const std::span<const int32_t> prefix_table[] = {prefix_ids};
   batch.sequences = {{prompt, 0, prefix_table, false}};
-  std::vector<std::vector<int32_t>> tables(num_seqs);
+  std::vector<std::vector<int32_t>> table_ids(num_seqs);
+  std::vector<std::span<const int32_t>> tables(num_seqs);  // (sequences): one group each
   for (int s = 0; s < num_seqs; ++s) {
-    tables[s] = ContiguousBlockTable(0, prefix_blocks);
+    table_ids[s] = ContiguousBlockTable(0, prefix_blocks);
     for (int32_t b : ContiguousBlockTable(prefix_blocks + s * own_blocks, own_blocks)) {
-      tables[s].push_back(b);
+      table_ids[s].push_back(b);
     }
+    tables[s] = table_ids[s];
   }
-  model->Forward(batch, arena.view(), pool, nullptr);
+  model->Forward(batch, arena.views(), pool, nullptr);
   std::vector<int32_t> tokens(num_seqs);
   for (auto _ : state) {
     for (int s = 0; s < num_seqs; ++s) tokens[s] = 1 + s;
@@ -158,9 +160,10 @@ void BM_DecodeBatch(benchmark::State& state, tensor::DType dtype) {
       batch.sequences.clear();
       for (int s = 0; s < num_seqs; ++s) {
         batch.sequences.push_back(
-            {std::span<const int32_t>(&tokens[s], 1), kPrefix + step, tables[s], true});
+            {std::span<const int32_t>(&tokens[s], 1), kPrefix + step,
+             std::span<const std::span<const int32_t>>(tables).subspan(s, 1), true});
       }
-      model->Forward(batch, arena.view(), pool, logits.data());
+      model->Forward(batch, arena.views(), pool, logits.data());
       for (int s = 0; s < num_seqs; ++s) {
         const float* row = logits.data() + static_cast<int64_t>(s) * c.vocab_size;
         tokens[s] = static_cast<int32_t>(std::max_element(row, row + c.vocab_size) - row);
@@ -203,15 +206,16 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
                           c.kv_row_elems());
     }
   }
-  const std::vector<int32_t> table = ContiguousBlockTable(0, blocks);
+  const std::vector<int32_t> table_ids = ContiguousBlockTable(0, blocks);
+  const std::span<const int32_t> table[] = {table_ids};
   ThreadPool pool(kThreads);
   std::vector<float> logits(c.vocab_size);
-  ForwardBatch batch;
+  Batch batch;
   for (auto _ : state) {
     int32_t token = 1;
     for (int i = 0; i < kSteps; ++i) {
       batch.sequences = {{std::span<const int32_t>(&token, 1), context + i, table, true}};
-      model->Forward(batch, kv, pool, logits.data());
+      model->Forward(batch, arena.views(), pool, logits.data());
       token = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) -
                                    logits.begin());
     }

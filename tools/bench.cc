@@ -20,6 +20,7 @@
 #include "core/units.h"
 #include "engine/engine.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace kvserve::tools {
 namespace {
@@ -34,10 +35,8 @@ struct BenchFlags {
   int shared_prefix_len = 0;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
-  std::string kv_cache_memory;
-  engine::EngineConfig config;
-  int64_t max_model_len = 0;
-  bool no_prefix_caching = false;
+  EngineFlags engine_flags;
+  engine::EngineConfig config;  // resolved from engine_flags
 };
 
 struct Timing {
@@ -117,11 +116,11 @@ Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, d
     if (eng.Metrics().num_prompt_tokens == prompt_before) {
       ++decode.steps;
       decode.seconds += step_seconds;
-      for (const engine::RequestOutput& out : outputs) decode.tokens += out.token ? 1 : 0;
+      for (const engine::RequestOutput& out : outputs) decode.tokens += out.tokens.size();
     }
     for (const engine::RequestOutput& out : outputs) {
       Timing& t = timings[index.at(out.id)];
-      if (out.token) t.token_times.push_back(now());
+      t.token_times.insert(t.token_times.end(), out.tokens.size(), now());
       if (out.finish) {
         if (*out.finish == engine::FinishReason::kError) return Internal(out.error);
         ++done;
@@ -138,13 +137,9 @@ Status RunThroughput(BenchFlags f) {
     return InvalidArgument("--num-prompts, --input-len and --output-len must be at least 1");
   }
   if (!(f.request_rate > 0)) return InvalidArgument("--request-rate must be positive");
-  if (!f.kv_cache_memory.empty()) {
-    KV_ASSIGN_OR_RETURN(f.config.kv_cache_bytes, ParseBytes(f.kv_cache_memory));
-  }
-  if (f.max_model_len > 0) f.config.max_model_len = f.max_model_len;
-  f.config.enable_prefix_caching = !f.no_prefix_caching;
+  KV_ASSIGN_OR_RETURN(f.config, ResolveEngineFlags(f.engine_flags));
   KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
-                      engine::Engine::LoadLlama(f.model, f.config));
+                      engine::Engine::Load(f.model, f.config));
   std::vector<Timing> timings;
   double elapsed = 0;
   DecodeSteps decode;
@@ -164,7 +159,7 @@ Status RunThroughput(BenchFlags f) {
              n / elapsed, n * (f.input_len + f.output_len) / elapsed, out_tokens / elapsed);
   fmt::print("Elapsed {:.2f} s; {} requests x ({} prompt + {} output) tokens; threads {}, "
              "max-num-seqs {}, max-num-batched-tokens {}, max-model-len {}\n",
-             elapsed, f.num_prompts, f.input_len, f.output_len, f.config.num_threads,
+             elapsed, f.num_prompts, f.input_len, f.output_len, f.config.NumThreads(),
              f.config.max_num_seqs, f.config.max_num_batched_tokens, eng->max_model_len());
   auto ms = [](double s) { return s * 1e3; };
   double ttft_sum = 0;
@@ -200,15 +195,7 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--shared-prefix-len", f->shared_prefix_len, "prompt tokens shared by all");
   tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
-  tp->add_option("--max-num-seqs", f->config.max_num_seqs)->capture_default_str();
-  tp->add_option("--max-num-batched-tokens", f->config.max_num_batched_tokens)->capture_default_str();
-  tp->add_option("--max-model-len", f->max_model_len, "default: the model's context length");
-  tp->add_option("--block-size", f->config.block_size)->capture_default_str();
-  tp->add_option("--kv-cache-memory-bytes,--kv-cache-memory", f->kv_cache_memory,
-                 "KV budget, e.g. 2GiB");
-  tp->add_option("--kv-cache-dtype", f->config.kv_cache_dtype)->capture_default_str();
-  tp->add_option("--threads", f->config.num_threads)->capture_default_str();
-  tp->add_flag("--no-enable-prefix-caching", f->no_prefix_caching);
+  AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kEngine);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }
 

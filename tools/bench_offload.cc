@@ -24,6 +24,7 @@
 #include "core/units.h"
 #include "engine/engine.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace kvserve::tools {
 namespace {
@@ -33,9 +34,8 @@ struct BenchOffloadFlags {
   std::vector<int64_t> input_lens = {1024, 4096};
   std::string root_dir;  // default: a fresh directory under /tmp
   std::string redis_url;
-  int threads = 2;
   int repeats = 3;
-  std::string kv_cache_memory = "2GiB";
+  EngineFlags engine_flags;  // --kv-cache-memory-bytes defaults to 2GiB here
 };
 
 using Clock = std::chrono::steady_clock;
@@ -57,7 +57,7 @@ Result<double> Ttft(engine::Engine& eng, const std::vector<int32_t>& prompt,
   double ttft = -1;
   while (eng.HasUnfinished()) {
     for (const engine::RequestOutput& out : eng.Step()) {
-      if (out.id == id && out.token && ttft < 0) {
+      if (out.id == id && !out.tokens.empty() && ttft < 0) {
         ttft = std::chrono::duration<double>(Clock::now() - start).count();
         *num_cached = out.num_cached_tokens;
       }
@@ -87,11 +87,8 @@ struct Setup {
 
 Result<std::unique_ptr<engine::Engine>> Open(const BenchOffloadFlags& f, const Setup& s,
                                              int64_t max_model_len) {
-  engine::EngineConfig config;
-  config.num_threads = f.threads;
+  KV_ASSIGN_OR_RETURN(engine::EngineConfig config, ResolveEngineFlags(f.engine_flags));
   config.max_model_len = max_model_len;
-  config.max_num_batched_tokens = 2048;
-  KV_ASSIGN_OR_RETURN(config.kv_cache_bytes, ParseBytes(f.kv_cache_memory));
   offload::OffloadConfig oc;
   oc.spec_name = "TieringOffloadingSpec";
   oc.cpu_bytes_to_use = s.cpu ? 8ull << 30 : 0;
@@ -101,7 +98,7 @@ Result<std::unique_ptr<engine::Engine>> Open(const BenchOffloadFlags& f, const S
     oc.redis = offload::RedisTierConfig{f.redis_url, address};
   }
   config.offload = oc;
-  return engine::Engine::LoadLlama(f.model, config);
+  return engine::Engine::Load(f.model, config);
 }
 
 // The five TTFTs (seconds; -1 when not measured) of one prompt length.
@@ -209,9 +206,9 @@ void RegisterBenchOffload(CLI::App* bench) {
   cmd->add_option("--input-len", f->input_lens, "prompt lengths")->delimiter(',');
   cmd->add_option("--root-dir", f->root_dir, "file tier directory (default: a temp dir)");
   cmd->add_option("--redis-url", f->redis_url, "also measure a Redis tier, e.g. redis://127.0.0.1:6379");
-  cmd->add_option("--threads", f->threads)->capture_default_str();
   cmd->add_option("--repeats", f->repeats)->capture_default_str();
-  cmd->add_option("--kv-cache-memory-bytes", f->kv_cache_memory)->capture_default_str();
+  f->engine_flags.kv_cache_memory = "2GiB";
+  AddEngineFlags(cmd, f->engine_flags, EngineFlagSet::kEngine);
   cmd->callback([f] { ReportFailure("bench offload", RunBenchOffload(*f)); });
 }
 

@@ -3,7 +3,7 @@
 // GGUF file holds, what its KV cache costs per token (per group, with the formula) and what a
 // KV budget buys: blocks per group, "KV cache: N tokens", "max concurrency at max-model-len
 // L: X". The KV lines come from the functions `kvserve serve` runs at startup
-// (model::MakeModelKvLayout, engine::ResolveMaxModelLen, kv::ComputeCapacity,
+// (engine::ResolveKvLayout, kv::ComputeCapacity,
 // kv::FormatCapacityReport) with serve's defaults, so for the same flags they print the same
 // numbers.
 #include <fmt/format.h>
@@ -23,6 +23,7 @@
 #include "model/kv_layout.h"
 #include "model/v41_config.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace kvserve::tools {
 namespace {
@@ -88,14 +89,6 @@ std::string TypeName(const gguf::TensorInfo& t) {
 }
 
 // The KV accounting for one budget: what `kvserve serve` would allocate with these flags.
-struct KvOptions {
-  std::string kv_cache_dtype = "auto";
-  int block_size = engine::EngineConfig{}.block_size;
-  std::string kv_cache_memory;  // empty: kv::DefaultCpuKvBudgetBytes(), serve's default
-  int64_t max_model_len = 0;    // 0: the model's context length (lowered to fit, like serve)
-  int64_t max_num_batched_tokens = engine::EngineConfig{}.max_num_batched_tokens;
-};
-
 struct KvReport {
   uint64_t budget_bytes = 0;
   kv::KvCacheConfig config;
@@ -106,23 +99,10 @@ struct KvReport {
   std::vector<std::string> lines;      // kv::FormatCapacityReport
 };
 
-Result<KvReport> ComputeKvReport(const gguf::GgufFile& file, const KvOptions& o) {
+Result<KvReport> ComputeKvReport(const gguf::GgufFile& file, const engine::EngineConfig& config) {
   KvReport r;
-  r.budget_bytes = kv::DefaultCpuKvBudgetBytes();
-  if (!o.kv_cache_memory.empty()) {
-    KV_ASSIGN_OR_RETURN(r.budget_bytes, kv::ParseKvBudget(o.kv_cache_memory));
-  }
-  KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
-  model::KvLayoutOptions layout_options{o.kv_cache_dtype, o.block_size, shape.context_length,
-                                        o.max_num_batched_tokens};
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context,
-                      model::MakeModelKvLayout(shape, layout_options));
-  std::optional<int64_t> requested;
-  if (o.max_model_len > 0) requested = o.max_model_len;
-  KV_ASSIGN_OR_RETURN(layout_options.max_model_len,
-                      engine::ResolveMaxModelLen(at_context.config, r.budget_bytes,
-                                                 shape.context_length, requested));
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, model::MakeModelKvLayout(shape, layout_options));
+  r.budget_bytes = config.KvBudgetBytes();
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, engine::ResolveKvLayout(file, config));
   KV_ASSIGN_OR_RETURN(r.capacity, kv::ComputeCapacity(layout.config, r.budget_bytes));
   r.config = std::move(layout.config);
   std::vector<std::string> terms;
@@ -271,26 +251,14 @@ json ToJson(const gguf::GgufFile& file, const Result<KvReport>& kv) {
 struct InspectOptions {
   std::string path;
   bool json = false;
-  KvOptions kv;
+  EngineFlags engine_flags;
 };
 
-// Flag errors (not model errors) are the caller's: exit 1 before opening the model.
-Status CheckKvFlags(const KvOptions& o) {
-  KV_RETURN_IF_ERROR(kv::ParseKvCacheDType(o.kv_cache_dtype, tensor::DType::kF16).status());
-  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(o.block_size));
-  if (!o.kv_cache_memory.empty()) {
-    KV_RETURN_IF_ERROR(kv::ParseKvBudget(o.kv_cache_memory).status());
-  }
-  if (o.max_model_len < 0) return InvalidArgument("--max-model-len must be at least 1");
-  if (o.max_num_batched_tokens < 1) {
-    return InvalidArgument("--max-num-batched-tokens must be at least 1");
-  }
-  return Status::Ok();
-}
-
 void RunInspect(const InspectOptions& options) {
-  if (Status flags = CheckKvFlags(options.kv); !flags.ok()) {
-    fmt::print(stderr, "error: inspect: {}\n", flags.message());
+  // Flag errors (not model errors) come first: exit 1 before opening the model.
+  const Result<engine::EngineConfig> config = ResolveEngineFlags(options.engine_flags);
+  if (!config.ok()) {
+    fmt::print(stderr, "error: inspect: {}\n", config.status().message());
     SetExitCode(1);
     return;
   }
@@ -300,7 +268,7 @@ void RunInspect(const InspectOptions& options) {
     SetExitCode(1);
     return;
   }
-  const Result<KvReport> kv = ComputeKvReport(**file, options.kv);
+  const Result<KvReport> kv = ComputeKvReport(**file, *config);
   if (options.json) {
     fmt::print("{}\n", ToJson(**file, kv).dump(2));
   } else {
@@ -312,21 +280,10 @@ void RunInspect(const InspectOptions& options) {
 
 void RegisterInspect(CLI::App& app) {
   auto options = std::make_shared<InspectOptions>();
-  KvOptions& kv = options->kv;
   CLI::App* cmd = app.add_subcommand("inspect", "Show a GGUF file's metadata, tensors and KV cost");
   cmd->add_option("model", options->path, "GGUF file")->required();
   cmd->add_flag("--json", options->json, "Print JSON instead of text");
-  cmd->add_option("--kv-cache-dtype,--kv-type", kv.kv_cache_dtype,
-                  "auto|f32|f16|bf16|q8_0|fp8|fp4, as for serve")
-      ->capture_default_str();
-  cmd->add_option("--block-size", kv.block_size, "tokens per KV block")->capture_default_str();
-  cmd->add_option("--kv-cache-memory-bytes,--kv-cache-memory", kv.kv_cache_memory,
-                  "KV budget, e.g. 2GiB (default: serve's, min(4 GiB, RAM / 4))");
-  cmd->add_option("--max-model-len", kv.max_model_len,
-                  "default: the model's context length (lowered to fit, as serve does)");
-  cmd->add_option("--max-num-batched-tokens", kv.max_num_batched_tokens,
-                  "largest prefill chunk (sizes sliding-window arenas)")
-      ->capture_default_str();
+  AddEngineFlags(cmd, options->engine_flags, EngineFlagSet::kKvLayout);
   cmd->callback([options] { RunInspect(*options); });
 }
 

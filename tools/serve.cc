@@ -22,6 +22,7 @@
 #include "server/server.h"
 #include "tokenizer/chat_template.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace kvserve::tools {
 namespace {
@@ -32,13 +33,9 @@ struct ServeFlags {
   std::string chat_template;       // NAME or FILE; empty: the GGUF's
   std::string reasoning_parser;    // "" or "deepseek"
   std::string max_body;            // e.g. "16MiB"
-  std::string kv_cache_memory;
-  int64_t max_model_len = 0;
-  bool no_prefix_caching = false;
-  std::string kv_transfer_config;  // JSON (vLLM's OffloadingConnector shape)
-  std::string kv_offloading_size;  // GiB of CPU tier
   double shutdown_timeout_s = 10;
-  engine::EngineConfig config;
+  EngineFlags engine_flags;
+  engine::EngineConfig config;  // resolved from engine_flags
 };
 
 // --chat-template NAME (a family) or FILE (a Jinja file recognised like GGUF templates);
@@ -90,26 +87,10 @@ sigset_t BlockShutdownSignals() {
 }
 
 Status PrepareConfig(ServeFlags& f) {
-  if (!f.kv_cache_memory.empty()) {
-    KV_ASSIGN_OR_RETURN(f.config.kv_cache_bytes, ParseBytes(f.kv_cache_memory));
-  }
+  KV_ASSIGN_OR_RETURN(f.config, ResolveEngineFlags(f.engine_flags));
   if (!f.max_body.empty()) {
     KV_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(f.max_body));
     f.server.max_body_bytes = bytes;
-  }
-  if (f.max_model_len > 0) f.config.max_model_len = f.max_model_len;
-  f.config.enable_prefix_caching = !f.no_prefix_caching;
-  if (!f.kv_transfer_config.empty() && !f.kv_offloading_size.empty()) {
-    return InvalidArgument("give either --kv-transfer-config or --kv-offloading-size, not both");
-  }
-  if (!f.kv_transfer_config.empty()) {
-    KV_ASSIGN_OR_RETURN(offload::OffloadConfig oc,
-                        offload::ParseKvTransferConfig(f.kv_transfer_config));
-    f.config.offload = std::move(oc);
-  } else if (!f.kv_offloading_size.empty()) {
-    KV_ASSIGN_OR_RETURN(offload::OffloadConfig oc,
-                        offload::OffloadConfigFromSize(f.kv_offloading_size));
-    f.config.offload = std::move(oc);
   }
   if (f.reasoning_parser != "" && f.reasoning_parser != "deepseek") {
     return InvalidArgument("--reasoning-parser must be deepseek");
@@ -130,14 +111,14 @@ Status RunServe(ServeFlags f) {
   KV_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, tokenizer::Tokenizer::FromGguf(*file));
   KV_ASSIGN_OR_RETURN(tokenizer::ChatTemplate chat, LoadChatTemplate(f, *file, tok));
   KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
-                      engine::Engine::LoadLlama(f.model, f.config));
+                      engine::Engine::Load(f.model, f.config));
   for (const std::string& line : kv::FormatCapacityReport(eng->kv().config(), eng->kv().capacity())) {
     KV_LOG(INFO, "{}", line);
   }
   f.server.num_kv_blocks = eng->kv().capacity().groups.front().num_blocks - 1;
-  KV_LOG(INFO, "loaded in {:.2f} s: max-model-len {}, max-num-seqs {}, chat template {}{}",
+  KV_LOG(INFO, "loaded in {:.2f} s: max-model-len {}, max-num-seqs {}, {} threads, chat template {}{}",
          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(),
-         eng->max_model_len(), f.config.max_num_seqs,
+         eng->max_model_len(), f.config.max_num_seqs, eng->num_threads(),
          tokenizer::ChatTemplateFamilyName(chat.family()), chat.recognised() ? "" : " (fallback)");
   engine::AsyncEngine async(std::move(eng));
   server::Server srv(f.server, async, tok, chat);
@@ -159,22 +140,6 @@ Status RunServe(ServeFlags f) {
   waiter.join();
   KV_LOG(INFO, "server stopped");
   return served;
-}
-
-void AddEngineFlags(CLI::App* cmd, ServeFlags& f) {
-  cmd->add_option("--max-num-seqs", f.config.max_num_seqs)->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", f.config.max_num_batched_tokens)
-      ->capture_default_str();
-  cmd->add_option("--max-model-len", f.max_model_len, "default: the model's context length");
-  cmd->add_option("--block-size", f.config.block_size)->capture_default_str();
-  cmd->add_option("--kv-cache-memory-bytes,--kv-cache-memory", f.kv_cache_memory, "KV budget, e.g. 2GiB");
-  cmd->add_option("--kv-cache-dtype", f.config.kv_cache_dtype)->capture_default_str();
-  cmd->add_option("--threads", f.config.num_threads)->capture_default_str();
-  cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching);
-  cmd->add_option("--kv-transfer-config", f.kv_transfer_config,
-                  "KV offload tiers as JSON (OffloadingConnector; docs/offload.md)");
-  cmd->add_option("--kv-offloading-size", f.kv_offloading_size,
-                  "GiB of CPU memory for a KV offload tier (shorthand)");
 }
 
 }  // namespace
@@ -199,7 +164,7 @@ void RegisterServe(CLI::App& app) {
       ->capture_default_str();
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout_s,
                   "seconds SIGTERM waits for in-flight requests")->capture_default_str();
-  AddEngineFlags(cmd, *f);
+  AddEngineFlags(cmd, f->engine_flags, EngineFlagSet::kServe);
   cmd->callback([f] { ReportFailure("serve", RunServe(*f)); });
 }
 

@@ -47,11 +47,11 @@ AsyncEngine::~AsyncEngine() {
 }
 
 Result<RequestHandle> AsyncEngine::AddRequest(EngineRequest request) {
-  KV_RETURN_IF_ERROR(engine_->ValidateRequest(request));
+  KV_ASSIGN_OR_RETURN(ValidRequest valid, engine_->Validate(std::move(request)));
   RequestHandle handle{next_id_.fetch_add(1), std::make_shared<RequestStream>()};
   {
     std::lock_guard<std::mutex> lock(mu_);
-    inbox_.push_back({handle.id, std::move(request), handle.stream});
+    inbox_.push_back({handle.id, std::move(valid), handle.stream});
   }
   cv_.notify_all();
   return handle;
@@ -106,28 +106,24 @@ void AsyncEngine::Loop() {
     std::lock_guard<std::mutex> lock(mu_);
     never_started.swap(inbox_);
   }
-  for (Pending& p : never_started) p.stream->Push({p.id, std::nullopt, FinishReason::kAbort, ""});
+  for (Pending& p : never_started) p.stream->Push({p.id, {}, FinishReason::kAbort, ""});
   for (auto& [id, stream] : streams_) {
     engine_->Abort(id);
-    stream->Push({id, std::nullopt, FinishReason::kAbort, ""});
+    stream->Push({id, {}, FinishReason::kAbort, ""});
   }
   streams_.clear();
 }
 
 void AsyncEngine::ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts) {
   for (Pending& p : adds) {
-    Status status = engine_->AddRequest(p.id, std::move(p.request));
-    if (!status.ok()) {
-      p.stream->Push({p.id, std::nullopt, FinishReason::kError, status.ToString()});
-      continue;
-    }
+    engine_->AddRequest(p.id, std::move(p.request));
     streams_[p.id] = std::move(p.stream);
   }
   for (RequestId id : aborts) {
     auto it = streams_.find(id);
     if (it == streams_.end()) continue;
     engine_->Abort(id);
-    it->second->Push({id, std::nullopt, FinishReason::kAbort, ""});
+    it->second->Push({id, {}, FinishReason::kAbort, ""});
     streams_.erase(it);
   }
 }

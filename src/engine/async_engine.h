@@ -71,7 +71,7 @@ class AsyncEngine {
  private:
   struct Pending {
     RequestId id;
-    EngineRequest request;
+    ValidRequest request;
     std::shared_ptr<RequestStream> stream;
   };
   void Loop();

@@ -1,7 +1,5 @@
 #include "engine/engine.h"
 
-#include "engine/v41_runner.h"
-
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,7 +7,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "gguf/gguf.h"
-#include "model/config.h"
+#include "model/architecture.h"
 #include "model/kv_layout.h"
 #include "sampling/rng.h"
 #include "tokenizer/vocab.h"
@@ -32,74 +30,65 @@ bool FitsOneRequest(kv::KvCacheConfig config, uint64_t budget_bytes, int64_t max
 Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t budget_bytes,
                                    int64_t context_length, std::optional<int64_t> requested) {
   if (requested && (*requested < 1 || *requested > context_length)) {
-    return InvalidArgument(fmt::format("--max-model-len {} is outside [1, {}] (the model's "
-                                       "context length)", *requested, context_length));
+    return InvalidArgument(
+        fmt::format("--max-model-len {} is outside [1, {}] (the model's "
+                    "context length)",
+                    *requested, context_length));
   }
   const int64_t want = requested.value_or(context_length);
   if (FitsOneRequest(config, budget_bytes, want)) return want;
   if (requested || !FitsOneRequest(config, budget_bytes, 1)) {
     return InvalidArgument(fmt::format(
         "the KV cache budget of {} cannot hold one request of {} tokens (--max-model-len); "
-        "raise --kv-cache-memory or lower --max-model-len", FormatBytes(budget_bytes), want));
+        "raise --kv-cache-memory or lower --max-model-len",
+        FormatBytes(budget_bytes), want));
   }
   int64_t lo = 1, hi = want;  // lo fits, hi does not
   while (hi - lo > 1) {
     const int64_t mid = lo + (hi - lo) / 2;
     (FitsOneRequest(config, budget_bytes, mid) ? lo : hi) = mid;
   }
-  KV_LOG(WARNING, "the KV cache budget of {} holds at most {} tokens for one request, fewer "
+  KV_LOG(WARNING,
+         "the KV cache budget of {} holds at most {} tokens for one request, fewer "
          "than the model's context length {}: lowering --max-model-len to {}",
          FormatBytes(budget_bytes), lo, context_length, lo);
   return lo;
 }
 
-Result<std::unique_ptr<Engine>> Engine::LoadLlama(const std::string& path,
-                                                  const EngineConfig& config) {
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
-  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
-  if (Result<std::string> arch = file->GetString("general.architecture");
-      arch.ok() && *arch == model::kV41Architecture) {
-    return LoadV41Engine(std::move(file), config);  // engine/v41_runner.h
-  }
-  KV_ASSIGN_OR_RETURN(model::ModelConfig mc, model::ReadModelConfig(*file));
-  KV_ASSIGN_OR_RETURN(tensor::DType kv_dtype, kv::ParseKvCacheDType(
-                                                  config.kv_cache_dtype,
-                                                  model::ModelActivationDType(*file)));
-  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(config.block_size));
-  const uint64_t budget = config.KvBudgetBytes();
-  const kv::KvCacheConfig at_context = model::MakeKvCacheConfig(
-      mc, kv_dtype, config.block_size, mc.context_length, config.max_num_batched_tokens);
-  KV_ASSIGN_OR_RETURN(int64_t max_model_len, ResolveMaxModelLen(at_context, budget,
-                                                                mc.context_length,
-                                                                config.max_model_len));
-  const kv::KvCacheConfig kv_config = model::MakeKvCacheConfig(
-      mc, kv_dtype, config.block_size, max_model_len, config.max_num_batched_tokens);
-  model::LoadOptions load;
-  load.max_batch_tokens = config.max_num_batched_tokens;
-  load.max_context_tokens = static_cast<int32_t>(max_model_len);
-  load.max_threads = config.num_threads;
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::LlamaModel> model, model::LlamaModel::Load(file, load));
-  return CreateForGguf(*file, mc.architecture, std::make_unique<LlamaRunner>(std::move(model)),
-                       kv_config, config);
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
+                                             const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
+  model::KvLayoutOptions options{config.kv_cache_dtype, config.block_size, shape.context_length,
+                                 config.max_num_batched_tokens};
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context, model::MakeModelKvLayout(shape, options));
+  KV_ASSIGN_OR_RETURN(options.max_model_len,
+                      ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(),
+                                         shape.context_length, config.max_model_len));
+  return model::MakeModelKvLayout(shape, options);
 }
 
-Result<std::unique_ptr<Engine>> Engine::CreateForGguf(const gguf::GgufFile& file,
-                                                      std::string_view architecture,
-                                                      std::unique_ptr<ModelRunner> runner,
-                                                      const kv::KvCacheConfig& kv_config,
-                                                      const EngineConfig& config) {
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
+  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
+  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, ResolveKvLayout(*file, config));
+  model::LoadOptions load;
+  load.max_batch_tokens = config.max_num_batched_tokens;
+  load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
+  load.max_threads = config.NumThreads();
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(file, architecture, kv_config);
+  kv_options.fingerprint = model::MakeFingerprint(*file, arch->name, layout.config);
   std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(file);
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  return Create(std::move(runner), kv_config, kv_options, config, eos);
+  return Create(std::move(model), layout.config, kv_options, config, eos);
 }
 
-Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runner,
+Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,
                                                const kv::KvCacheConfig& kv_config,
                                                const kv::KvCacheManagerOptions& kv_options,
                                                const EngineConfig& config,
@@ -107,14 +96,12 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
   scheduler::SchedulerConfig sc{config.max_num_seqs, config.max_num_batched_tokens,
                                 kv_config.max_model_len};
   KV_RETURN_IF_ERROR(scheduler::ValidateSchedulerConfig(sc));
-  if (config.num_threads < 1) return InvalidArgument("--threads must be at least 1");
-  if (kv_config.groups.size() != 1 && !runner->UsesKvGroups()) {
-    return Unimplemented("the engine runs models with one KV cache group");
-  }
+  if (config.NumThreads() < 1) return InvalidArgument("--threads must be at least 1");
   const uint64_t budget = config.KvBudgetBytes();
   if (config.offload && !kv_options.enable_prefix_caching) {
-    return InvalidArgument("KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
-                           "prefix caching; drop --no-enable-prefix-caching");
+    return InvalidArgument(
+        "KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
+        "prefix caching; drop --no-enable-prefix-caching");
   }
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(kv_config, budget, kv_options));
@@ -128,62 +115,78 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<ModelRunner> runn
             *config.offload, offload::MakeRecordIdentity(kv_config, kv_options.fingerprint)),
         kv.get());
   }
-  return std::unique_ptr<Engine>(new Engine(std::move(runner), std::move(kv),
-                                            std::move(connector), config,
-                                            kv_config.max_model_len, eos_token_id));
+  return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(kv), std::move(connector),
+                                            config, kv_config.max_model_len, eos_token_id));
 }
 
-Engine::Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
+Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
                std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
                int64_t max_model_len, std::optional<int32_t> eos)
     : config_(config),
-      runner_(std::move(runner)),
+      model_(std::move(model)),
       kv_(std::move(kv)),
       connector_(std::move(connector)),
       scheduler_(std::make_unique<scheduler::Scheduler>(
           scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                      max_model_len},
           kv_.get(), connector_.get())),
-      kv_view_(kv_->KvView(0)),
-      pool_(config.num_threads),
-      samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(runner_->vocab_size())),
+      kv_views_(model::ViewsOf(*kv_)),
+      pool_(config.NumThreads()),
+      samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(vocab_size())),
       eos_token_id_(eos),
-      logits_(static_cast<size_t>(config.max_num_seqs) * runner_->vocab_size()) {}
+      logits_(static_cast<size_t>(std::min<int64_t>(
+                  config.max_num_batched_tokens,
+                  int64_t{config.max_num_seqs} *
+                      (1 + (config.speculative ? config.speculative->num_speculative_tokens : 0)))) *
+              static_cast<size_t>(model_->vocab_size())) {}
 
 Engine::~Engine() = default;
 
 Status Engine::ValidateRequest(const EngineRequest& request) const {
   KV_RETURN_IF_ERROR(request.params.Validate());
+  const int64_t num_prompt = static_cast<int64_t>(request.prompt.size());
+  if (num_prompt == 0) return InvalidArgument("the prompt is empty");
   for (int32_t t : request.prompt) {
-    if (t < 0 || t >= runner_->vocab_size()) {
-      return InvalidArgument(fmt::format("prompt token {} is outside the vocabulary [0, {})", t,
-                                         runner_->vocab_size()));
+    if (t < 0 || t >= vocab_size()) {
+      return InvalidArgument(
+          fmt::format("prompt token {} is outside the vocabulary [0, {})", t, vocab_size()));
     }
   }
-  std::optional<int64_t> max_tokens;
-  if (request.params.max_tokens) max_tokens = *request.params.max_tokens;
-  return scheduler_->ValidateRequest({0, request.prompt, max_tokens, request.cache_salt});
+  const int64_t max_len = max_model_len();
+  const int64_t max_tokens = request.params.max_tokens.value_or(1);
+  if (num_prompt + max_tokens > max_len) {
+    return OutOfRange(fmt::format(
+        "This model's maximum context length (--max-model-len) is {} tokens. However, you "
+        "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
+        "of the prompt or the completion.",
+        max_len, num_prompt + max_tokens, num_prompt, max_tokens));
+  }
+  return Status::Ok();
+}
+
+Result<ValidRequest> Engine::Validate(EngineRequest request) const {
+  KV_RETURN_IF_ERROR(ValidateRequest(request));
+  return ValidRequest(std::move(request));
 }
 
 Result<RequestId> Engine::AddRequest(EngineRequest request) {
+  KV_ASSIGN_OR_RETURN(ValidRequest valid, Validate(std::move(request)));
   const RequestId id = next_id_++;
-  KV_RETURN_IF_ERROR(AddRequest(id, std::move(request)));
+  AddRequest(id, std::move(valid));
   return id;
 }
 
-Status Engine::AddRequest(RequestId id, EngineRequest request) {
-  KV_RETURN_IF_ERROR(ValidateRequest(request));
+void Engine::AddRequest(RequestId id, ValidRequest valid) {
+  EngineRequest& request = valid.request_;
   std::optional<int64_t> max_tokens;
   if (request.params.max_tokens) max_tokens = *request.params.max_tokens;
-  KV_RETURN_IF_ERROR(scheduler_->AddRequest(
-      {id, std::move(request.prompt), max_tokens, std::move(request.cache_salt)}));
+  scheduler_->AddRequest(
+      {id, std::move(request.prompt), max_tokens, std::move(request.cache_salt)});
   RequestState& state = states_[id];
   state.params = std::move(request.params);
-  state.seed = sampling::ResolveSeed(state.params.seed, request.request_id.empty()
-                                                            ? std::to_string(id)
-                                                            : request.request_id);
+  state.seed = sampling::ResolveSeed(
+      state.params.seed, request.request_id.empty() ? std::to_string(id) : request.request_id);
   state.arrival = Clock::now();
-  return Status::Ok();
 }
 
 bool Engine::Abort(RequestId id) {
@@ -195,68 +198,109 @@ bool Engine::Abort(RequestId id) {
 std::vector<RequestOutput> Engine::Step() {
   const scheduler::SchedulerOutput plan = scheduler_->Schedule();
   BuildBatch(plan);
-  if (!batch_.sequences.empty()) {
-    if (runner_->UsesKvGroups()) {
-      runner_->ExecuteGroups(batch_, group_tables_, *kv_, pool_, logits_.data());
-    } else {
-      runner_->Execute(batch_, kv_view_, pool_, logits_.data());
-    }
-  }
+  if (!batch_.sequences.empty()) model_->Forward(batch_, kv_views_, pool_, logits_.data());
   const std::vector<scheduler::SampledToken> sampled = SampleAll(plan);
   const std::vector<scheduler::FinishedRequest> finished =
       scheduler_->UpdateFromOutput(plan, sampled);
-  return CollectOutputs(plan, sampled, finished);
+  std::vector<RequestOutput> outputs = CollectOutputs(plan, sampled, finished);
+  if (config_.speculative) ProposeDrafts();
+  return outputs;
 }
 
 void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
-  batch_.sequences.clear();
-  group_tables_.resize(plan.scheduled.size());
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    group_tables_[i].assign(plan.scheduled[i].block_tables.begin(),
-                            plan.scheduled[i].block_tables.end());
-  }
+  const size_t num_groups = static_cast<size_t>(kv_->num_groups());
+  block_tables_.clear();
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
-    model::SequenceInput seq;
-    seq.tokens = s.tokens;
-    seq.start_pos = static_cast<int32_t>(s.num_computed_tokens);
-    seq.block_table = s.block_tables.at(0);
-    seq.want_logits = s.needs_sample;
-    batch_.sequences.push_back(seq);
+    CHECK_EQ(s.block_tables.size(), num_groups);
+    block_tables_.insert(block_tables_.end(), s.block_tables.begin(), s.block_tables.end());
+  }
+  batch_.sequences.clear();
+  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
+    const scheduler::ScheduledRequest& s = plan.scheduled[i];
+    batch_.sequences.push_back({s.tokens, static_cast<int32_t>(s.num_computed_tokens),
+                                std::span<const std::span<const int32_t>>(block_tables_)
+                                    .subspan(i * num_groups, num_groups),
+                                s.needs_sample ? static_cast<int32_t>(1 + s.num_draft_tokens) : 0});
   }
 }
 
-// One token per request whose computed tokens reached its end, from its own seeded stream.
-// Requests are sampled in parallel (each draw depends only on its own logits, seed and
-// position, so the thread that takes it changes nothing).
+// One token per request whose computed tokens reached its end, from its own seeded stream (more
+// when it verified drafts: SampleWithDrafts). Requests are sampled in parallel (each draw
+// depends only on its own logits, seed and position, so the thread that takes it changes
+// nothing).
 std::vector<scheduler::SampledToken> Engine::SampleAll(const scheduler::SchedulerOutput& plan) {
-  std::vector<const scheduler::ScheduledRequest*> jobs;  // row i of logits_ is jobs[i]
+  std::vector<const scheduler::ScheduledRequest*> jobs;
+  std::vector<int64_t> first_row;  // (jobs): the job's first row of logits_
+  int64_t rows = 0;
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
-    if (s.needs_sample) jobs.push_back(&s);
+    if (!s.needs_sample) continue;
+    jobs.push_back(&s);
+    first_row.push_back(rows);
+    rows += 1 + s.num_draft_tokens;
   }
-  const int32_t vocab = runner_->vocab_size();
-  std::vector<sampling::SampleResult> results(jobs.size());
+  const int64_t vocab = vocab_size();
+  std::vector<std::vector<sampling::SampleResult>> results(jobs.size());
   pool_.ParallelFor(jobs.size(), [&](size_t begin, size_t end, int thread) {
     for (size_t i = begin; i < end; ++i) {
-      const scheduler::Request& r = *scheduler_->Find(jobs[i]->id);
-      const RequestState& state = states_.at(jobs[i]->id);
-      const std::span<const float> logits(logits_.data() + i * vocab, vocab);
-      results[i] = samplers_[thread].Sample(logits, state.params, {r.Prompt(), r.Output()},
-                                            state.seed);
+      SampleWithDrafts(*jobs[i], logits_.data() + first_row[i] * vocab, samplers_[thread],
+                       results[i]);
     }
   });
   std::vector<scheduler::SampledToken> sampled;
   step_tokens_.clear();
   for (size_t i = 0; i < jobs.size(); ++i) {
     const scheduler::ScheduledRequest& s = *jobs[i];
-    const scheduler::Request& r = *scheduler_->Find(s.id);
-    const RequestState& state = states_.at(s.id);
-    sampling::SampleResult& result = results[i];
-    const std::optional<sampling::FinishReason> finish = sampling::CheckFinish(
-        state.params, result.token, static_cast<int32_t>(r.NumOutputTokens() + 1), eos_token_id_);
-    sampled.push_back({s.id, result.token, finish == sampling::FinishReason::kStop});
-    step_tokens_.push_back({result.token, result.logprob, std::move(result.top_logprobs)});
+    RequestState& state = states_.at(s.id);
+    if (s.num_draft_tokens > 0) {
+      const int64_t accepted = static_cast<int64_t>(results[i].size()) - 1;
+      state.draft_backoff.Record(s.num_draft_tokens, accepted);
+      metrics_.RecordDrafts(s.num_draft_tokens, accepted);
+    }
+    for (sampling::SampleResult& result : results[i]) {
+      sampled.push_back(
+          {s.id, result.token, sampling::IsStopToken(state.params, result.token, eos_token_id_)});
+      step_tokens_.push_back({result.token, result.logprob, std::move(result.top_logprobs)});
+    }
   }
   return sampled;
+}
+
+void Engine::SampleWithDrafts(const scheduler::ScheduledRequest& s, const float* logits,
+                              sampling::Sampler& sampler,
+                              std::vector<sampling::SampleResult>& out) {
+  const scheduler::Request& r = *scheduler_->Find(s.id);
+  const RequestState& state = states_.at(s.id);
+  const int64_t vocab = vocab_size();
+  const std::span<const int32_t> drafts =  // empty without drafts
+      s.tokens.last(static_cast<size_t>(s.num_draft_tokens));
+  std::vector<int32_t> generated;  // the output so far plus the tokens accepted this step
+  if (!drafts.empty()) generated.assign(r.Output().begin(), r.Output().end());
+  for (size_t j = 0; j <= drafts.size(); ++j) {
+    const std::span<const int32_t> history =
+        drafts.empty() ? r.Output() : std::span<const int32_t>(generated);
+    out.push_back(sampler.Sample(std::span<const float>(logits + j * vocab, vocab), state.params,
+                                 {r.Prompt(), history}, state.seed));
+    const int32_t token = out.back().token;
+    if (j == drafts.size() || token != drafts[j] ||
+        sampling::IsStopToken(state.params, token, eos_token_id_)) {
+      return;
+    }
+    generated.push_back(token);  // the draft is the token: row j + 1 is the next position's
+  }
+}
+
+void Engine::ProposeDrafts() {
+  const SpeculativeConfig& spec = *config_.speculative;
+  for (RequestId id : scheduler_->running()) {
+    const int64_t max_drafts =
+        std::min<int64_t>(spec.num_speculative_tokens, scheduler_->MaxDraftTokens(id));
+    if (max_drafts == 0) continue;
+    if (!states_.at(id).draft_backoff.ShouldDraft()) continue;
+    std::vector<int32_t> drafts =
+        ProposeNgramDrafts(scheduler_->Find(id)->tokens, static_cast<int>(max_drafts),
+                           spec.prompt_lookup_min, spec.prompt_lookup_max);
+    if (!drafts.empty()) scheduler_->SetDraftTokens(id, std::move(drafts));
+  }
 }
 
 std::vector<RequestOutput> Engine::CollectOutputs(
@@ -272,7 +316,8 @@ std::vector<RequestOutput> Engine::CollectOutputs(
       state.first_scheduled = now;
       metrics_.queue_time_s.Observe(Seconds(now - state.arrival));
     }
-    const bool is_decode = s.num_scheduled_tokens == 1 && s.needs_sample && !s.is_new;
+    const bool is_decode =
+        s.num_draft_tokens > 0 || (s.num_scheduled_tokens == 1 && s.needs_sample && !s.is_new);
     if (!is_decode) metrics_.num_prompt_tokens += s.num_scheduled_tokens;
   }
   for (size_t i = 0; i < sampled.size(); ++i) {
@@ -284,17 +329,20 @@ std::vector<RequestOutput> Engine::CollectOutputs(
       metrics_.inter_token_latency_s.Observe(Seconds(now - state.last_token));
     }
     state.last_token = now;
-    outputs.push_back(
-        {sampled[i].id, std::move(step_tokens_[i]), std::nullopt, "", state.num_cached_tokens});
+    if (outputs.empty() || outputs.back().id != sampled[i].id) {
+      outputs.push_back({sampled[i].id, {}, std::nullopt, "", state.num_cached_tokens});
+    }
+    outputs.back().tokens.push_back(std::move(step_tokens_[i]));
   }
   auto record = [&](const scheduler::FinishedRequest& f) {
     auto it = std::find_if(outputs.begin(), outputs.end(),
                            [&](const RequestOutput& o) { return o.id == f.id; });
     if (it == outputs.end()) {
       auto state = states_.find(f.id);
-      it = outputs.insert(outputs.end(),
-                          RequestOutput{f.id, {}, {}, "",
-                                        state == states_.end() ? 0 : state->second.num_cached_tokens});
+      it = outputs.insert(
+          outputs.end(),
+          RequestOutput{
+              f.id, {}, {}, "", state == states_.end() ? 0 : state->second.num_cached_tokens});
     }
     it->finish = f.reason;
     it->error = f.message;

@@ -2,13 +2,13 @@
 // together) -> sample -> update. Synchronous; AsyncEngine (engine/async_engine.h) runs it on a
 // background thread for the server.
 //
-// Owns the model runner, the KV cache manager, the scheduler, the sampler, the thread pool
+// Owns the model, the KV cache manager, the scheduler, the sampler, the thread pool
 // and, per request, its sampling parameters, seed and timestamps.
 // Determinism (DESIGN.md section 5): a request's logits depend only on its own tokens (the
-// runner's contract) and its draws only on (seed, position) (sampling/rng.h), so its tokens and
-// logprobs are the same alone or batched, however chunked, preempted or served from the prefix
-// cache, with any thread count.
-// Thread safety: none; one thread calls everything (ValidateRequest excepted).
+// model's contract, model/model.h) and its draws only on (seed, position) (sampling/rng.h), so its
+// tokens and logprobs are the same alone or batched, however chunked, preempted or served from the
+// prefix cache, with any thread count. Thread safety: none; one thread calls everything
+// (ValidateRequest excepted).
 #pragma once
 
 #include <chrono>
@@ -23,8 +23,10 @@
 #include "core/status.h"
 #include "core/thread_pool.h"
 #include "engine/metrics.h"
-#include "engine/model_runner.h"
+#include "engine/speculative.h"
 #include "kv/kv_cache_manager.h"
+#include "model/kv_layout.h"
+#include "model/model.h"
 #include "offload/config.h"
 #include "offload/tiered_connector.h"
 #include "sampling/sampler.h"
@@ -36,24 +38,27 @@ namespace kvserve::engine {
 using RequestId = scheduler::RequestId;
 using FinishReason = scheduler::FinishReason;
 
-// The serving knobs (vLLM names).
+// The serving knobs (vLLM names). tools/engine_flags.h declares and parses them, once, for
+// every command.
 struct EngineConfig {
-  int max_num_seqs = 256;                 // --max-num-seqs
-  int64_t max_num_batched_tokens = 2048;  // --max-num-batched-tokens
-  std::optional<int64_t> max_model_len;   // --max-model-len; default: the model's context
-  int block_size = 16;                    // --block-size
-  uint64_t kv_cache_bytes = 0;            // --kv-cache-memory; 0: kv::DefaultCpuKvBudgetBytes()
-  std::string kv_cache_dtype = "auto";    // --kv-cache-dtype
-  bool enable_prefix_caching = true;      // --enable-prefix-caching / --no-enable-prefix-caching
-  int num_threads = 1;                    // --threads
+  int max_num_seqs = 256;                  // --max-num-seqs
+  int64_t max_num_batched_tokens = 2048;   // --max-num-batched-tokens
+  std::optional<int64_t> max_model_len;    // --max-model-len; default: the model's context
+  int block_size = 16;                     // --block-size
+  std::optional<uint64_t> kv_cache_bytes;  // --kv-cache-memory-bytes; default: the CPU default
+  std::string kv_cache_dtype = "auto";     // --kv-cache-dtype
+  bool enable_prefix_caching = true;       // --enable-prefix-caching / --no-enable-prefix-caching
+  std::optional<int> num_threads;          // --threads; default: all cores
   // --kv-transfer-config / --kv-offloading-size: KV tiers below the device pool (needs
   // prefix caching).
   std::optional<offload::OffloadConfig> offload;
+  // --speculative-config: draft tokens verified in the same forward pass (engine/speculative.h).
+  std::optional<SpeculativeConfig> speculative;
 
-  // kv_cache_bytes, or the CPU default when it is 0.
-  uint64_t KvBudgetBytes() const {
-    return kv_cache_bytes ? kv_cache_bytes : kv::DefaultCpuKvBudgetBytes();
-  }
+  // kv_cache_bytes, or kv::DefaultCpuKvBudgetBytes().
+  uint64_t KvBudgetBytes() const { return kv_cache_bytes.value_or(kv::DefaultCpuKvBudgetBytes()); }
+  // num_threads, or DefaultThreadCount() (every core).
+  int NumThreads() const { return num_threads.value_or(DefaultThreadCount()); }
 };
 
 struct EngineRequest {
@@ -69,46 +74,52 @@ struct TokenOutput {
   std::vector<sampling::TokenLogprob> top_logprobs;  // params.logprobs of them, most likely first
 };
 
-// What one step produced for one request: at most one token, and the finish if it ended.
+// What one step produced for one request: its new tokens (one; more when drafts were accepted;
+// none for a prefill chunk), and the finish if it ended.
 struct RequestOutput {
   RequestId id = 0;
-  std::optional<TokenOutput> token;
+  std::vector<TokenOutput> tokens;
   std::optional<FinishReason> finish;
-  std::string error;  // for kError
+  std::string error;              // for kError
   int64_t num_cached_tokens = 0;  // prompt tokens served from a cache tier at admission
+};
+
+// An EngineRequest that passed Engine::Validate; only the engine makes one, so a request is
+// validated once on its way in.
+class ValidRequest {
+ public:
+  const EngineRequest& get() const { return request_; }
+
+ private:
+  friend class Engine;
+  explicit ValidRequest(EngineRequest request) : request_(std::move(request)) {}
+  EngineRequest request_;
 };
 
 class Engine {
  public:
-  // Loads a GGUF llama model (a `kvserve-v41` file goes to LoadV41Engine, engine/v41_runner.h).
-  // max_model_len: config's, else the model's context length,
-  // lowered (with a warning naming the numbers) when the KV budget cannot hold one request
-  // that long; an explicit one that does not fit is InvalidArgument.
-  static Result<std::unique_ptr<Engine>> LoadLlama(const std::string& path,
-                                                   const EngineConfig& config);
-  // Any runner over an explicit KV layout (kv_config.max_model_len is the max-model-len).
-  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<ModelRunner> runner,
+  // Loads a GGUF model of any registered architecture (model/architecture.h): its KV layout
+  // from ResolveKvLayout, its weights mapped in place, then Create.
+  static Result<std::unique_ptr<Engine>> Load(const std::string& path, const EngineConfig& config);
+  // Any model over an explicit KV layout (kv_config.max_model_len is the max-model-len).
+  static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<model::Model> model,
                                                 const kv::KvCacheConfig& kv_config,
                                                 const kv::KvCacheManagerOptions& kv_options,
                                                 const EngineConfig& config,
                                                 std::optional<int32_t> eos_token_id);
-  // The common end of loading a GGUF model: prefix caching per config, the fingerprint of
-  // (file, architecture, kv_config), the EOS id from the file's vocabulary, then Create.
-  static Result<std::unique_ptr<Engine>> CreateForGguf(const gguf::GgufFile& file,
-                                                       std::string_view architecture,
-                                                       std::unique_ptr<ModelRunner> runner,
-                                                       const kv::KvCacheConfig& kv_config,
-                                                       const EngineConfig& config);
   ~Engine();
 
-  // InvalidArgument (bad params, tokens outside the vocabulary, empty prompt) or OutOfRange
-  // (prompt + max_tokens above max-model-len). Thread-safe.
+  // THE validation of a request (the server adds only HTTP-only fields): InvalidArgument (bad
+  // params, an empty prompt, tokens outside the vocabulary) or OutOfRange (prompt + max_tokens
+  // above max-model-len, in vLLM's words). Thread-safe.
   Status ValidateRequest(const EngineRequest& request) const;
+  // ValidateRequest, then a request the engine may add without checking again. Thread-safe.
+  Result<ValidRequest> Validate(EngineRequest request) const;
   // Validates and queues; returns the engine's id for the request.
   Result<RequestId> AddRequest(EngineRequest request);
-  // The same with an id chosen by the caller (AsyncEngine); InvalidArgument when in use.
-  // note: do not mix with the overload above (its ids count up from 1).
-  Status AddRequest(RequestId id, EngineRequest request);
+  // Queues a validated request under an id chosen by the caller (AsyncEngine).
+  // note: the id is not in use; do not mix with the overload above (its ids count up from 1).
+  void AddRequest(RequestId id, ValidRequest request);
   // Drops a request and frees its blocks. False when unknown (e.g. already finished).
   bool Abort(RequestId id);
 
@@ -117,7 +128,8 @@ class Engine {
 
   bool HasUnfinished() const { return scheduler_->HasUnfinished(); }
   int64_t max_model_len() const { return scheduler_->config().max_model_len; }
-  int32_t vocab_size() const { return runner_->vocab_size(); }
+  int32_t vocab_size() const { return static_cast<int32_t>(model_->vocab_size()); }
+  int num_threads() const { return pool_.num_threads(); }
   const scheduler::Scheduler& scheduler() const { return *scheduler_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
   // The offload tiers, or null when none is configured.
@@ -137,24 +149,31 @@ class Engine {
     bool scheduled = false;
     int64_t num_generated = 0;
     int64_t num_cached_tokens = 0;  // at the latest admission
+    DraftBackoff draft_backoff;     // speculative decoding
   };
 
-  Engine(std::unique_ptr<ModelRunner> runner, std::unique_ptr<kv::KvCacheManager> kv,
+  Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
          std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
          int64_t max_model_len, std::optional<int32_t> eos);
   void BuildBatch(const scheduler::SchedulerOutput& plan);
   std::vector<scheduler::SampledToken> SampleAll(const scheduler::SchedulerOutput& plan);
+  // Samples request s's rows (1 + its drafts) from `logits` until a token differs from its
+  // draft, a stop token, or the end: the tokens decoding without drafts would give.
+  void SampleWithDrafts(const scheduler::ScheduledRequest& s, const float* logits,
+                        sampling::Sampler& sampler, std::vector<sampling::SampleResult>& out);
+  // Proposes the next step's drafts of every running decoding request (speculative config).
+  void ProposeDrafts();
   std::vector<RequestOutput> CollectOutputs(const scheduler::SchedulerOutput& plan,
                                             std::span<const scheduler::SampledToken> sampled,
                                             std::span<const scheduler::FinishedRequest> finished);
   void RecordFinish(RequestId id, Clock::time_point now);
 
   EngineConfig config_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<model::Model> model_;
   std::unique_ptr<kv::KvCacheManager> kv_;
   std::unique_ptr<offload::TieredKvConnector> connector_;  // null without tiers; uses kv_
   std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
-  tensor::PagedKvView kv_view_;  // of group 0; the arena never moves
+  model::KvViews kv_views_;                                // of every group; the arenas never move
   ThreadPool pool_;
   std::vector<sampling::Sampler> samplers_;  // one per pool thread (scratch buffers)
   std::optional<int32_t> eos_token_id_;
@@ -162,9 +181,9 @@ class Engine {
   RequestId next_id_ = 1;
 
   // Per-step buffers, reused.
-  model::ForwardBatch batch_;
-  std::vector<std::vector<std::span<const int32_t>>> group_tables_;  // [sequence][group]
-  std::vector<float> logits_;             // (max_num_seqs, vocab)
+  model::Batch batch_;
+  std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups): batch_'s tables
+  std::vector<float> logits_;  // (max_num_seqs * (1 + k) capped at the token budget, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;
 };
@@ -175,5 +194,12 @@ class Engine {
 Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
                                    uint64_t budget_bytes, int64_t context_length,
                                    std::optional<int64_t> requested);
+
+// THE KV layout a GGUF model runs with under `config`: model::MakeModelKvLayout over the file's
+// KV shape, at the max-model-len ResolveMaxModelLen gives for config's budget. Engine::Load,
+// `kvserve inspect` and the capacity tests all call this, so what they print is what serve
+// allocates. InvalidArgument for a bad --kv-cache-dtype, block size or length.
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
+                                             const EngineConfig& config);
 
 }  // namespace kvserve::engine

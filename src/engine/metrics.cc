@@ -1,6 +1,7 @@
 #include "engine/metrics.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 
@@ -64,6 +65,16 @@ std::span<const double> TokensPerStepBuckets() {
   return kBounds;
 }
 
+void MetricsSnapshot::RecordDrafts(int64_t num_drafts, int64_t num_accepted) {
+  ++spec_num_drafts;
+  spec_num_draft_tokens += num_drafts;
+  spec_num_accepted_tokens += num_accepted;
+  if (static_cast<int64_t>(spec_accepted_per_position.size()) < num_drafts) {
+    spec_accepted_per_position.resize(static_cast<size_t>(num_drafts), 0);
+  }
+  for (int64_t i = 0; i < num_accepted; ++i) ++spec_accepted_per_position[i];
+}
+
 std::vector<std::string> MetricsSnapshot::Format() const {
   auto line = [](const char* name, const Histogram& h, double scale, const char* unit) {
     return fmt::format("{:<24} n={:<6} mean={:.3f}{} p50~{:.3f}{} p99~{:.3f}{}", name, h.count(),
@@ -84,6 +95,14 @@ std::vector<std::string> MetricsSnapshot::Format() const {
       prefix_cache_hits, prefix_cache_queries,
       prefix_cache_queries ? 100.0 * prefix_cache_hits / prefix_cache_queries : 0.0,
       num_prompt_tokens, num_generation_tokens, num_steps));
+  if (spec_num_drafts > 0) {
+    lines.push_back(fmt::format(
+        "speculative decoding: {} verifications, {} of {} drafted tokens accepted ({:.1f}%), "
+        "accepted per position [{}]",
+        spec_num_drafts, spec_num_accepted_tokens, spec_num_draft_tokens,
+        100.0 * spec_num_accepted_tokens / std::max<int64_t>(1, spec_num_draft_tokens),
+        fmt::join(spec_accepted_per_position, ", ")));
+  }
   return lines;
 }
 

@@ -56,6 +56,14 @@ struct MetricsSnapshot {
   int64_t num_generation_tokens = 0;    // sampled
   int64_t num_steps = 0;
   int64_t num_finished = 0;
+  // Speculative decoding (vLLM's spec_decode_* counters).
+  int64_t spec_num_drafts = 0;           // verifications (a request's drafts in one step)
+  int64_t spec_num_draft_tokens = 0;     // drafted tokens verified
+  int64_t spec_num_accepted_tokens = 0;  // of which accepted
+  std::vector<int64_t> spec_accepted_per_position;  // [i]: drafts accepted at position i
+
+  // Counts one verification of num_drafts drafts, the first num_accepted accepted.
+  void RecordDrafts(int64_t num_drafts, int64_t num_accepted);
 
   // Human-readable summary lines (p50/p99 of each histogram, counters).
   std::vector<std::string> Format() const;

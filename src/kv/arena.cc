@@ -28,11 +28,6 @@ std::byte* KvArena::BlockData(BlockId id) const {
   return data_.get() + static_cast<size_t>(id) * static_cast<size_t>(block_bytes_);
 }
 
-void KvArena::CopyBlock(BlockId src, BlockId dst) {
-  if (!data_) return;
-  std::memcpy(BlockData(dst), BlockData(src), static_cast<size_t>(block_bytes_));
-}
-
 tensor::PagedKvView MakeKvView(const KvCacheConfig& config, int group, const KvArena& arena) {
   const KvCacheGroup& g = config.groups.at(group);
   const bool is_full = std::holds_alternative<FullAttention>(g.spec);

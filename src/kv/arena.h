@@ -42,8 +42,6 @@ class KvArena {
 
   // Start of block `id`'s page set. note: only with memory.
   std::byte* BlockData(BlockId id) const;
-  // Copies one block's bytes (all layers) from src to dst. No-op without memory.
-  void CopyBlock(BlockId src, BlockId dst);
 
  private:
   struct FreeDeleter {

@@ -59,7 +59,7 @@ class BlockPool {
   // dropped and reported to the eviction callback).
   std::optional<std::vector<BlockId>> Allocate(int32_t n);
 
-  // Adds a reference to each block (a prefix hit or a fork); a block at ref 0 leaves the
+  // Adds a reference to each block (a prefix hit); a block at ref 0 leaves the
   // free queue. note: never kNullBlock (skipped).
   void Touch(std::span<const BlockId> blocks);
 

@@ -102,22 +102,14 @@ void GroupManager::CacheFullBlocks(RequestId id, std::span<const BlockHash> hash
   p.num_cached = std::max(p.num_cached, end);
 }
 
-void GroupManager::Fork(RequestId parent, RequestId child, int64_t num_tokens,
-                        std::optional<BlockId> copy_to) {
-  CHECK(!HasRequest(child)) << "request " << child << " already has blocks";
-  const std::vector<BlockId>& src = Table(parent);
-  const int64_t num_full = num_tokens / block_size_;
-  CHECK_LE(CeilBlocks(num_tokens), static_cast<int64_t>(src.size()));
-  std::vector<BlockId> table(src.begin(), src.begin() + num_full);
-  pool_->Touch(table);
-  if (num_tokens % block_size_ != 0) {
-    CHECK(copy_to.has_value()) << "fork of a partial block needs a copy target";
-    table.push_back(*copy_to);
+void GroupManager::TruncateTo(RequestId id, int64_t total_tokens) {
+  std::vector<BlockId>& table = tables_.at(id);
+  const int64_t keep = CeilBlocks(total_tokens);
+  CHECK_GE(keep, progress_.at(id).num_cached) << "truncating cached blocks of request " << id;
+  while (static_cast<int64_t>(table.size()) > keep) {
+    pool_->Free(std::span<const BlockId>(&table.back(), 1));
+    table.pop_back();
   }
-  const Progress parent_progress = progress_.at(parent);
-  progress_[child] = Progress{std::min(parent_progress.num_skipped, num_full),
-                              std::min(parent_progress.num_cached, num_full)};
-  tables_[child] = std::move(table);
 }
 
 void GroupManager::Free(RequestId id) {

@@ -71,9 +71,9 @@ class GroupManager {
   // blocks this call registered to `registered` when set.
   void CacheFullBlocks(RequestId id, std::span<const BlockHash> hashes, int64_t num_full_blocks,
                        std::vector<std::pair<BlockId, BlockHash>>* registered = nullptr);
-  // The child shares the parent's blocks covering [0, num_tokens) (references added), except
-  // a partial last block, which `copy_to` (allocated by the caller) replaces.
-  void Fork(RequestId parent, RequestId child, int64_t num_tokens, std::optional<BlockId> copy_to);
+  // Releases the table's blocks past those covering [0, total_tokens), last first (blocks
+  // that held only rejected draft positions). note: none of them is cached.
+  void TruncateTo(RequestId id, int64_t total_tokens);
   // Drops the request's references, last block first.
   void Free(RequestId id);
 

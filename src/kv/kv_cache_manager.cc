@@ -139,6 +139,11 @@ std::optional<NewBlocks> KvCacheManager::AllocateSlots(RequestId id, int64_t num
   return out;
 }
 
+void KvCacheManager::TruncateSlots(RequestId id, int64_t num_tokens) {
+  CHECK(HasRequest(id)) << "unknown request " << id;
+  for (Group& g : groups_) g.manager->TruncateTo(id, num_tokens);
+}
+
 void KvCacheManager::CacheFullBlocks(RequestId id, std::span<const TokenId> tokens,
                                      int64_t num_computed_tokens) {
   if (!options_.enable_prefix_caching) return;
@@ -164,35 +169,6 @@ void KvCacheManager::CommitLoadedBlocks(RequestId id, std::span<const BlockLoad>
         << "request " << id << " no longer holds loaded block " << load.block;
     groups_.at(load.group).pool->CacheFullBlock(load.block, load.hash);
   }
-}
-
-std::optional<NewBlocks> KvCacheManager::Fork(RequestId parent, RequestId child,
-                                              int64_t num_tokens) {
-  CHECK(HasRequest(parent)) << "unknown request " << parent;
-  CHECK(!HasRequest(child)) << "request " << child << " already allocated";
-  const bool partial = num_tokens % config_.block_size != 0;
-  if (partial) {
-    for (const Group& g : groups_) {
-      if (g.pool->NumFreeBlocks() < 1) return std::nullopt;
-    }
-  }
-  NewBlocks out;
-  out.per_group.resize(groups_.size());
-  const int64_t last = num_tokens / config_.block_size;
-  for (size_t g = 0; g < groups_.size(); ++g) {
-    std::optional<BlockId> copy_to;
-    if (partial) {
-      copy_to = groups_[g].pool->Allocate(1).value().front();
-      const BlockId src = groups_[g].manager->Table(parent).at(last);
-      groups_[g].arena->CopyBlock(src, *copy_to);
-      out.per_group[g].push_back(*copy_to);
-    }
-    groups_[g].manager->Fork(parent, child, num_tokens, copy_to);
-  }
-  RequestState state = requests_.at(parent);
-  state.block_hashes.resize(std::min<size_t>(state.block_hashes.size(), last));
-  requests_[child] = std::move(state);
-  return out;
 }
 
 void KvCacheManager::Free(RequestId id) {

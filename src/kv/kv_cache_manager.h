@@ -105,6 +105,11 @@ class KvCacheManager {
   std::optional<NewBlocks> AllocateSlots(RequestId id, int64_t num_computed_tokens,
                                          int64_t num_new_tokens);
 
+  // Releases the blocks a request holds past those covering its first num_tokens slots: the
+  // positions of rejected draft tokens (speculative decoding). note: num_tokens >= its
+  // computed tokens, so no cached block is released.
+  void TruncateSlots(RequestId id, int64_t num_tokens);
+
   // After a step: hashes the request's newly full blocks (tokens = all its tokens so far)
   // and registers those whose KV is computed (the first num_computed_tokens).
   void CacheFullBlocks(RequestId id, std::span<const TokenId> tokens, int64_t num_computed_tokens);
@@ -112,10 +117,6 @@ class KvCacheManager {
   // Registers blocks filled from a lower tier in the prefix cache. note: each is still in
   // request `id`'s table at its index.
   void CommitLoadedBlocks(RequestId id, std::span<const BlockLoad> loads);
-
-  // n > 1: the child shares the parent's first num_tokens slots; a partial last block is
-  // copied into a fresh block. nullopt (nothing changed) when that block is not available.
-  std::optional<NewBlocks> Fork(RequestId parent, RequestId child, int64_t num_tokens);
 
   // Releases every block of the request (cached blocks stay reusable until evicted).
   void Free(RequestId id);
@@ -134,7 +135,7 @@ class KvCacheManager {
   // Ok or Internal naming the first broken invariant. O(blocks + table entries).
   Status CheckIntegrity() const;
 
-  // ---- runner API ----
+  // ---- model API (the views the forward pass reads) ----
 
   // table[i] holds tokens [i * block_size, (i + 1) * block_size) of the request.
   const std::vector<BlockId>& BlockTable(RequestId id, int group) const;

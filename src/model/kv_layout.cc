@@ -1,5 +1,7 @@
 #include "model/kv_layout.h"
 
+#include "model/architecture.h"
+
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -28,15 +30,6 @@ kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int h
   return kv_config;
 }
 
-kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_dtype,
-                                    int block_size, int64_t max_model_len,
-                                    int64_t max_chunk_tokens) {
-  return MakeDenseKvCacheConfig(static_cast<int>(config.num_layers),
-                                static_cast<int>(config.num_kv_heads),
-                                static_cast<int>(config.head_dim), /*sliding_window=*/0, kv_dtype,
-                                block_size, max_model_len, max_chunk_tokens);
-}
-
 tensor::DType ModelActivationDType(const gguf::GgufFile& file) {
   for (const gguf::TensorInfo& t : file.tensors()) {
     if (t.dims.size() >= 2 && t.dtype != tensor::DType::kF32) return tensor::DType::kF16;
@@ -62,7 +55,7 @@ Result<int> PositiveIntKey(const gguf::GgufFile& file, const std::string& key,
   return static_cast<int>(*value);
 }
 
-Result<DenseKvShape> ReadDenseKvShape(const gguf::GgufFile& file, const std::string& arch) {
+Result<DenseKvShape> ReadDenseShape(const gguf::GgufFile& file, const std::string& arch) {
   DenseKvShape d;
   KV_ASSIGN_OR_RETURN(d.num_layers, PositiveIntKey(file, arch + ".block_count"));
   KV_ASSIGN_OR_RETURN(int heads, PositiveIntKey(file, arch + ".attention.head_count"));
@@ -111,24 +104,36 @@ std::vector<KvGroupInfo> V41GroupInfo(const V41Config& c) {
 
 }  // namespace
 
-Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file) {
+Result<ModelKvShape> ReadDenseKvShape(const gguf::GgufFile& file) {
   ModelKvShape shape;
   KV_ASSIGN_OR_RETURN(shape.architecture, file.GetString("general.architecture"));
   shape.activation_dtype = ModelActivationDType(file);
-  if (shape.architecture == kV41Architecture) {
-    KV_ASSIGN_OR_RETURN(V41Config v41, ReadV41Config(file));
-    shape.context_length = v41.context_length;
-    shape.num_layers = static_cast<int>(v41.num_layers);
-    shape.layout = std::move(v41);
-    return shape;
-  }
   const std::string& arch = shape.architecture;
-  KV_ASSIGN_OR_RETURN(DenseKvShape dense, ReadDenseKvShape(file, arch));
+  KV_ASSIGN_OR_RETURN(DenseKvShape dense, ReadDenseShape(file, arch));
   KV_ASSIGN_OR_RETURN(int context, PositiveIntKey(file, arch + ".context_length"));
   shape.context_length = context;
   shape.num_layers = dense.num_layers;
   shape.layout = dense;
   return shape;
+}
+
+Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file) {
+  ModelKvShape shape;
+  shape.architecture = kV41Architecture;
+  shape.activation_dtype = ModelActivationDType(file);
+  KV_ASSIGN_OR_RETURN(V41Config v41, ReadV41Config(file));
+  shape.context_length = v41.context_length;
+  shape.num_layers = static_cast<int>(v41.num_layers);
+  shape.layout = std::move(v41);
+  return shape;
+}
+
+Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file) {
+  KV_ASSIGN_OR_RETURN(std::string arch, file.GetString("general.architecture"));
+  if (Result<const Architecture*> entry = FindArchitecture(arch); entry.ok()) {
+    return (*entry)->read_kv_shape(file);
+  }
+  return ReadDenseKvShape(file);  // a dense architecture kvserve cannot run: plan and inspect it
 }
 
 Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayoutOptions& options) {

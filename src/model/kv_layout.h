@@ -2,9 +2,8 @@
 // prefix hashing. The model declares its KV in kv/'s vocabulary; kv/ itself knows no models.
 //
 // One source of truth: every kv::KvCacheConfig built for a GGUF model comes from the functions
-// below. `kvserve serve` / `generate` (through the engine), `kvserve inspect` and the planner
-// (`kvserve plan --model FILE.gguf`) all reach MakeDenseKvCacheConfig (llama and other
-// llama.cpp-style dense transformers) or MakeV41KvLayout (model/v41_config.h), so the
+// below. `kvserve serve` / `generate` / `bench` (engine::ResolveKvLayout), `kvserve inspect`
+// and the planner (`kvserve plan --model FILE.gguf`) all reach MakeModelKvLayout, so the
 // capacity they print cannot diverge.
 #pragma once
 
@@ -32,12 +31,6 @@ kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int h
                                          int sliding_window, tensor::DType kv_dtype, int block_size,
                                          int64_t max_model_len, int64_t max_chunk_tokens);
 
-// llama: one FullAttention group holding every layer, K and V rows of
-// num_kv_heads * head_dim values in `kv_dtype` (MakeDenseKvCacheConfig without a window).
-kv::KvCacheConfig MakeKvCacheConfig(const ModelConfig& config, tensor::DType kv_dtype,
-                                    int block_size, int64_t max_model_len,
-                                    int64_t max_chunk_tokens);
-
 // The dtype of the model's activations for `--kv-cache-dtype auto`: f32 when every weight
 // matrix is f32, else f16.
 tensor::DType ModelActivationDType(const gguf::GgufFile& file);
@@ -62,13 +55,18 @@ struct ModelKvShape {
   std::variant<DenseKvShape, V41Config> layout;
 };
 
-// kvserve-v41: ReadV41Config. Any other architecture: `{arch}.block_count`,
+// The architecture's read_kv_shape (model/architecture.h); for an architecture kvserve cannot
+// run, ReadDenseKvShape, so the planner and `inspect` still size its KV.
+Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file);
+// kvserve-v41 (ReadV41Config).
+Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file);
+// A dense transformer from llama.cpp's keys: `{arch}.block_count`,
 // `.attention.head_count`, `.attention.head_count_kv` (default head_count),
 // `.embedding_length`, `.context_length`, optional `.attention.sliding_window`; head_dim is
 // embedding_length / head_count for llama (as model::ReadModelConfig) and
 // `.attention.key_length` (default the same) for the others. InvalidArgument / NotFound
 // naming the key when metadata is missing or inconsistent.
-Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file);
+Result<ModelKvShape> ReadDenseKvShape(const gguf::GgufFile& file);
 
 // The run's knobs that shape a KV cache config: the serve / plan / inspect flags.
 struct KvLayoutOptions {

@@ -11,18 +11,6 @@
 namespace kvserve::model {
 namespace {
 
-kernels::WeightMatrix Matrix(const gguf::GgufFile& file, const std::string& name) {
-  const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2) << name;  // config checked
-  return {info->data, *info->dtype, info->dims[1], info->dims[0]};
-}
-
-const float* Vector(const gguf::GgufFile& file, const std::string& name) {
-  const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype == tensor::DType::kF32) << name;
-  return reinterpret_cast<const float*>(info->data);
-}
-
 int MaxRatio(const V41Config& c) {
   int r = 1;
   for (const V41Source& s : c.sources) r = std::max(r, s.ratio);
@@ -31,33 +19,21 @@ int MaxRatio(const V41Config& c) {
 
 }  // namespace
 
-int64_t V41Batch::NumTokens() const {
-  int64_t n = 0;
-  for (const V41SequenceInput& s : sequences) n += static_cast<int64_t>(s.tokens.size());
-  return n;
-}
-
 Result<std::unique_ptr<V41Model>> V41Model::Load(std::shared_ptr<const gguf::GgufFile> file,
                                                  const LoadOptions& options) {
   CHECK(file != nullptr);
   KV_ASSIGN_OR_RETURN(V41Config config, ReadV41Config(*file));
   if (!config.has_weights) return InvalidArgument("the model file has no weights (shape only)");
-  LoadOptions resolved = options;
-  if (resolved.max_batch_tokens <= 0) return InvalidArgument("max_batch_tokens must be positive");
-  if (!resolved.max_context_tokens) {
-    resolved.max_context_tokens =
-        static_cast<int32_t>(std::min<int64_t>(config.context_length, INT32_MAX));
-  }
-  if (*resolved.max_context_tokens <= 0) {
-    return InvalidArgument("max_context_tokens must be positive");
-  }
-  if (resolved.max_threads <= 0) resolved.max_threads = DefaultThreadCount();
+  KV_ASSIGN_OR_RETURN(LoadOptions resolved, ResolveLoadOptions(options, config.context_length));
   return std::unique_ptr<V41Model>(new V41Model(std::move(file), std::move(config), resolved));
 }
 
 V41Model::V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config,
                    LoadOptions options)
-    : file_(std::move(file)), config_(std::move(config)), options_(options) {
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      options_(options),
+      act_(options.max_batch_tokens, config_.dim, config_.ffn_dim) {
   layout_ = MakeV41KvLayout(config_, 16, 16, 0);
   const int64_t d = config_.latent_dim;
   const int64_t h = config_.num_heads;
@@ -65,7 +41,6 @@ V41Model::V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config,
   BindWeights();
   const int64_t t = options_.max_batch_tokens;
   const int64_t max_ratio = MaxRatio(config_);
-  for (auto* v : {&x_, &xb_, &proj_, &last_}) v->resize(t * config_.dim);
   q_.resize(t * h * d);
   att_.resize(t * h * d);
   row_.resize(t * d);
@@ -76,10 +51,6 @@ V41Model::V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config,
   kidx_.resize(t * config_.index_dim);
   entry_pos_.resize(t);
   entry_seq_.resize(t);
-  gate_.resize(t * config_.ffn_dim);
-  up_.resize(t * config_.ffn_dim);
-  tokens_.resize(t);
-  positions_.resize(t);
   seqs_.resize(layout_.kv_config.groups.size());
   for (auto& s : seqs_) s.reserve(t);
   kernels::HybridAttentionShape shape;
@@ -97,97 +68,68 @@ V41Model::V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config,
 
 void V41Model::BindWeights() {
   const gguf::GgufFile& f = *file_;
-  token_embd_ = Matrix(f, "token_embd.weight");
-  output_ = Matrix(f, "output.weight");
-  output_norm_ = Vector(f, "output_norm.weight");
+  token_embd_ = BindMatrix(f, "token_embd.weight");
+  output_ = BindMatrix(f, "output.weight");
+  output_norm_ = BindVector(f, "output_norm.weight");
   layers_.resize(config_.num_layers);
   for (int l = 0; l < config_.num_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     LayerWeights& w = layers_[l];
-    w.attn_norm = Vector(f, p + "attn_norm.weight");
-    w.wq = Matrix(f, p + "attn_q.weight");
-    w.wkv = Matrix(f, p + "attn_kv.weight");
-    w.wo = Matrix(f, p + "attn_output.weight");
+    w.attn_norm = BindVector(f, p + "attn_norm.weight");
+    w.wq = BindMatrix(f, p + "attn_q.weight");
+    w.wkv = BindMatrix(f, p + "attn_kv.weight");
+    w.wo = BindMatrix(f, p + "attn_output.weight");
     if (std::optional<V41Source> s = config_.SourceOf(l)) {
       if (s->layer == l) {
-        w.compress = Matrix(f, p + "compress.weight");
-        w.idx_k = Matrix(f, p + "indexer_k.weight");
+        w.compress = BindMatrix(f, p + "compress.weight");
+        w.idx_k = BindMatrix(f, p + "indexer_k.weight");
       }
-      w.idx_q = Matrix(f, p + "indexer_q.weight");
-      w.idx_w = Matrix(f, p + "indexer_w.weight");
+      w.idx_q = BindMatrix(f, p + "indexer_q.weight");
+      w.idx_w = BindMatrix(f, p + "indexer_w.weight");
     }
-    w.ffn_norm = Vector(f, p + "ffn_norm.weight");
-    w.w_gate = Matrix(f, p + "ffn_gate.weight");
-    w.w_up = Matrix(f, p + "ffn_up.weight");
-    w.w_down = Matrix(f, p + "ffn_down.weight");
+    w.ffn = BindFfn(f, l);
   }
 }
 
-void V41Model::BuildSequences(const V41Batch& batch, const V41KvViews& kv) {
-  const size_t num_groups = layout_.kv_config.groups.size();
-  CHECK_EQ(kv.latent.size(), num_groups);
-  CHECK_EQ(kv.window.row_elems, config_.latent_dim);
-  num_tokens_ = batch.NumTokens();
-  CHECK_LE(num_tokens_, options_.max_batch_tokens) << "batch larger than max_batch_tokens";
+void V41Model::BuildSequences(const Batch& batch) {
   for (auto& s : seqs_) s.clear();
-  int64_t row = 0;
-  for (const V41SequenceInput& s : batch.sequences) {
-    CHECK(!s.tokens.empty());
-    CHECK_EQ(s.block_tables.size(), num_groups);
-    const int64_t end_pos = s.start_pos + static_cast<int64_t>(s.tokens.size());
-    CHECK_LE(end_pos, *options_.max_context_tokens) << "sequence longer than max_context_tokens";
-    for (size_t g = 0; g < num_groups; ++g) {
-      CHECK_LE(end_pos, static_cast<int64_t>(s.block_tables[g].size()) * kv.window.block_size)
-          << "block table of group " << g << " does not cover the step";
-      seqs_[g].push_back({row, static_cast<int32_t>(s.tokens.size()), s.start_pos,
+  for (size_t i = 0; i < batch.sequences.size(); ++i) {
+    const SequenceInput& s = batch.sequences[i];
+    for (size_t g = 0; g < seqs_.size(); ++g) {
+      seqs_[g].push_back({rows_.first_row[i], static_cast<int32_t>(s.tokens.size()), s.start_pos,
                           s.block_tables[0],
                           g == 0 ? std::span<const int32_t>() : s.block_tables[g]});
     }
-    for (size_t i = 0; i < s.tokens.size(); ++i, ++row) {
-      CHECK(s.tokens[i] >= 0 && s.tokens[i] < config_.vocab_size) << "token " << s.tokens[i];
-      tokens_[row] = s.tokens[i];
-      positions_[row] = s.start_pos + static_cast<int32_t>(i);
-    }
   }
 }
 
-void V41Model::Forward(const V41Batch& batch, const V41KvViews& kv, ThreadPool& pool,
-                       float* logits) {
+void V41Model::Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool, float* logits) {
   CHECK_LE(pool.num_threads(), options_.max_threads);
-  BuildSequences(batch, kv);
-  if (num_tokens_ == 0) return;
-  const int64_t dim = config_.dim;
-  pool.ParallelFor(num_tokens_, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      kernels::EmbeddingLookup(token_embd_.data, token_embd_.dtype, dim, tokens_[t],
-                               x_.data() + t * dim);
-    }
-  });
+  CHECK_EQ(kv.latent.size(), seqs_.size());
+  CHECK_EQ(kv.paged.at(0).row_elems, config_.latent_dim);
+  FlattenBatch(batch,
+               {config_.vocab_size, options_.max_batch_tokens, *options_.max_context_tokens,
+                static_cast<int>(seqs_.size()), kv.paged[0].block_size},
+               rows_);
+  if (rows_.num_tokens == 0) return;
+  BuildSequences(batch);
+  const float eps = config_.rms_norm_eps;
+  Embed(token_embd_, rows_, act_.x.data(), pool);
   for (int layer = 0; layer < config_.num_layers; ++layer) {
     AttentionBlock(layer, kv, pool);
-    FeedForwardBlock(layer, pool);
+    GatedFfnBlock(layers_[layer].ffn, eps, rows_.num_tokens, act_, *matmul_scratch_, pool);
   }
-  Logits(batch, pool, logits);
-}
-
-void V41Model::NormRows(const float* weight, const float* in, float* out, int64_t rows,
-                        ThreadPool& pool) {
-  const int64_t dim = config_.dim;
-  pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      kernels::RmsNorm(in + t * dim, weight, out + t * dim, dim, config_.rms_norm_eps);
-    }
-  });
+  Logits(batch, rows_, output_norm_, eps, output_, act_, *matmul_scratch_, pool, logits);
 }
 
 // Entries completed by this step's tokens: entry i (tokens [r*i, r*i + r)) when r*i + r - 1 is
 // one of the step's positions. Example: r = 2, a chunk of positions 3..7 completes entries
 // 1 (tokens 2, 3), 2 (4, 5) and 3 (6, 7); token 2 was stored by an earlier step.
-void V41Model::WriteEntries(int layer, const V41KvViews& kv, ThreadPool& pool) {
+void V41Model::WriteEntries(int layer, const KvViews& kv, ThreadPool& pool) {
   const V41LayerKv& lk = layout_.layers[layer];
   const int r = lk.ratio;
   const int64_t d = config_.latent_dim;
-  const tensor::PagedKvView& win = kv.window;
+  const tensor::PagedKvView& win = kv.paged[0];
   const auto& seqs = seqs_[*lk.latent_group];
   int64_t e = 0;
   for (size_t si = 0; si < seqs.size(); ++si) {
@@ -224,25 +166,26 @@ void V41Model::WriteEntries(int layer, const V41KvViews& kv, ThreadPool& pool) {
   }
 }
 
-void V41Model::AttentionBlock(int layer, const V41KvViews& kv, ThreadPool& pool) {
+void V41Model::AttentionBlock(int layer, const KvViews& kv, ThreadPool& pool) {
   const LayerWeights& w = layers_[layer];
   const V41LayerKv& lk = layout_.layers[layer];
-  const int64_t n = num_tokens_;
+  const int64_t n = rows_.num_tokens;
   const int64_t d = config_.latent_dim;
   const int heads = static_cast<int>(config_.num_heads);
   const int64_t rope_offset = d - config_.rope_dim;
+  float* xb = act_.xb.data();
   // 1. q and the KV row, roped on their last rope_dim values.
-  NormRows(w.attn_norm, x_.data(), xb_.data(), n, pool);
-  kernels::MatMul(w.wq, xb_.data(), n, q_.data(), pool, *matmul_scratch_);
-  kernels::MatMul(w.wkv, xb_.data(), n, row_.data(), pool, *matmul_scratch_);
+  NormRows(w.attn_norm, act_.x.data(), xb, n, config_.dim, config_.rms_norm_eps, pool);
+  kernels::MatMul(w.wq, xb, n, q_.data(), pool, *matmul_scratch_);
+  kernels::MatMul(w.wkv, xb, n, row_.data(), pool, *matmul_scratch_);
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
-      kernels::Rope(rope_, q_.data() + t * heads * d + rope_offset, heads, positions_[t]);
-      kernels::Rope(rope_, row_.data() + t * d + rope_offset, 1, positions_[t]);
+      kernels::Rope(rope_, q_.data() + t * heads * d + rope_offset, heads, rows_.positions[t]);
+      kernels::Rope(rope_, row_.data() + t * d + rope_offset, 1, rows_.positions[t]);
     }
   });
   // 2. Store the window rows, then the entries they complete (source layers).
-  kernels::WriteWindowRows(kv.window, lk.window_slot, seqs_[0], row_.data());
+  kernels::WriteWindowRows(kv.paged[0], lk.window_slot, seqs_[0], row_.data());
   if (lk.writes_latent) WriteEntries(layer, kv, pool);
   // 3. The indexer's query and head weights, then attention over window + selected entries.
   kernels::HybridAttentionShape shape;
@@ -261,47 +204,15 @@ void V41Model::AttentionBlock(int layer, const V41KvViews& kv, ThreadPool& pool)
     group = *lk.latent_group;
     shape.ratio = lk.ratio;
     latent = &kv.latent[group];
-    kernels::MatMul(w.idx_q, xb_.data(), n, q_idx_.data(), pool, *matmul_scratch_);
-    kernels::MatMul(w.idx_w, xb_.data(), n, w_idx_.data(), pool, *matmul_scratch_);
+    kernels::MatMul(w.idx_q, xb, n, q_idx_.data(), pool, *matmul_scratch_);
+    kernels::MatMul(w.idx_w, xb, n, w_idx_.data(), pool, *matmul_scratch_);
   }
-  kernels::HybridAttention(shape, kv.window, lk.window_slot, latent, lk.latent_slot, seqs_[group],
+  kernels::HybridAttention(shape, kv.paged[0], lk.window_slot, latent, lk.latent_slot, seqs_[group],
                            q_.data(), q_idx_.data(), w_idx_.data(), att_.data(), pool,
                            *attention_scratch_);
   // 4. Output projection and residual.
-  kernels::MatMul(w.wo, att_.data(), n, proj_.data(), pool, *matmul_scratch_);
-  kernels::AddInPlace(x_.data(), proj_.data(), n * config_.dim);
-}
-
-void V41Model::FeedForwardBlock(int layer, ThreadPool& pool) {
-  const LayerWeights& w = layers_[layer];
-  const int64_t n = num_tokens_;
-  const int64_t ffn = config_.ffn_dim;
-  NormRows(w.ffn_norm, x_.data(), xb_.data(), n, pool);
-  kernels::MatMul(w.w_gate, xb_.data(), n, gate_.data(), pool, *matmul_scratch_);
-  kernels::MatMul(w.w_up, xb_.data(), n, up_.data(), pool, *matmul_scratch_);
-  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      kernels::SiluMul(gate_.data() + t * ffn, up_.data() + t * ffn, ffn);
-    }
-  });
-  kernels::MatMul(w.w_down, gate_.data(), n, proj_.data(), pool, *matmul_scratch_);
-  kernels::AddInPlace(x_.data(), proj_.data(), n * config_.dim);
-}
-
-void V41Model::Logits(const V41Batch& batch, ThreadPool& pool, float* logits) {
-  const int64_t dim = config_.dim;
-  int64_t num_rows = 0;
-  for (size_t i = 0; i < batch.sequences.size(); ++i) {
-    if (!batch.sequences[i].want_logits) continue;
-    const kernels::HybridSequence& s = seqs_[0][i];
-    std::copy_n(x_.data() + (s.first_row + s.num_tokens - 1) * dim, dim,
-                last_.data() + num_rows * dim);
-    ++num_rows;
-  }
-  if (num_rows == 0) return;
-  CHECK(logits != nullptr);
-  NormRows(output_norm_, last_.data(), last_.data(), num_rows, pool);
-  kernels::MatMul(output_, last_.data(), num_rows, logits, pool, *matmul_scratch_);
+  kernels::MatMul(w.wo, att_.data(), n, act_.proj.data(), pool, *matmul_scratch_);
+  kernels::AddInPlace(act_.x.data(), act_.proj.data(), n * config_.dim);
 }
 
 }  // namespace kvserve::model

@@ -35,46 +35,26 @@
 #include "kernels/cpu/latent_attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
-#include "model/llama.h"
+#include "model/layers.h"
+#include "model/model.h"
 #include "model/v41_config.h"
 #include "tensor/kv_view.h"
 
 namespace kvserve::model {
 
-// One sequence's part of a step, with a block table per KV group (V41KvLayout's groups).
-struct V41SequenceInput {
-  std::span<const int32_t> tokens;
-  int32_t start_pos = 0;
-  std::vector<std::span<const int32_t>> block_tables;  // [group]; cover [0, start_pos + n)
-  bool want_logits = false;
-};
-
-struct V41Batch {
-  std::vector<V41SequenceInput> sequences;
-  int64_t NumTokens() const;
-};
-
-// The views of every group: window = group 0; latent[g] for latent group g (latent[0] unused).
-struct V41KvViews {
-  tensor::PagedKvView window;
-  std::vector<tensor::PagedLatentView> latent;
-};
-
-class V41Model {
+class V41Model final : public Model {
  public:
   static Result<std::unique_ptr<V41Model>> Load(std::shared_ptr<const gguf::GgufFile> file,
                                                 const LoadOptions& options);
 
   const V41Config& config() const { return config_; }
   const LoadOptions& options() const { return options_; }
-  // The KV layout for a block size (layers -> groups and slots).
-  V41KvLayout KvLayout(int block_size, int64_t max_model_len, int64_t max_chunk_tokens) const {
-    return MakeV41KvLayout(config_, block_size, max_model_len, max_chunk_tokens);
-  }
+  std::string_view architecture() const override { return config_.architecture; }
+  int64_t vocab_size() const override { return config_.vocab_size; }
 
-  // Runs one step (contract as LlamaModel::Forward). kv must come from a KvCacheManager built
-  // on KvLayout(...).kv_config. logits: (sequences with want_logits, vocab_size).
-  void Forward(const V41Batch& batch, const V41KvViews& kv, ThreadPool& pool, float* logits);
+  // Model::Forward. kv must come from a KvCacheManager built on MakeV41KvLayout's kv_config:
+  // kv.paged[0] is the window, kv.latent[g] latent group g.
+  void Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool, float* logits) override;
 
  private:
   struct LayerWeights {
@@ -82,18 +62,14 @@ class V41Model {
     kernels::WeightMatrix wq, wkv, wo;      // (heads*D, dim), (D, dim), (dim, heads*D)
     kernels::WeightMatrix compress, idx_k;  // sources: (D, r*D), (index_dim, D)
     kernels::WeightMatrix idx_q, idx_w;     // readers: (ih*idim, dim), (ih, dim)
-    const float* ffn_norm = nullptr;        // (dim)
-    kernels::WeightMatrix w_gate, w_up, w_down;
+    FfnWeights ffn;
   };
 
   V41Model(std::shared_ptr<const gguf::GgufFile> file, V41Config config, LoadOptions options);
   void BindWeights();
-  void BuildSequences(const V41Batch& batch, const V41KvViews& kv);
-  void AttentionBlock(int layer, const V41KvViews& kv, ThreadPool& pool);
-  void WriteEntries(int layer, const V41KvViews& kv, ThreadPool& pool);
-  void FeedForwardBlock(int layer, ThreadPool& pool);
-  void NormRows(const float* weight, const float* in, float* out, int64_t rows, ThreadPool& pool);
-  void Logits(const V41Batch& batch, ThreadPool& pool, float* logits);
+  void BuildSequences(const Batch& batch);
+  void AttentionBlock(int layer, const KvViews& kv, ThreadPool& pool);
+  void WriteEntries(int layer, const KvViews& kv, ThreadPool& pool);
 
   std::shared_ptr<const gguf::GgufFile> file_;
   V41Config config_;
@@ -106,24 +82,20 @@ class V41Model {
   std::vector<LayerWeights> layers_;
 
   // Per step.
+  TokenRows rows_;
   std::vector<std::vector<kernels::HybridSequence>> seqs_;  // [latent group] (0: window only)
-  std::vector<int32_t> tokens_, positions_;                 // (T)
-  std::vector<int64_t> seq_of_row_;                         // (T)
-  int64_t num_tokens_ = 0;
 
   // Scratch, T = max_batch_tokens, D = latent_dim, H = heads.
-  std::vector<float> x_, xb_, proj_;  // (T, dim)
-  std::vector<float> q_, att_;        // (T, H * D)
-  std::vector<float> row_;            // (T, D)
-  std::vector<float> q_idx_;          // (T, index_heads * index_dim)
-  std::vector<float> w_idx_;          // (T, index_heads)
-  std::vector<float> cin_;            // (T, max_ratio * D): compression inputs
-  std::vector<float> centry_;         // (T, D)
-  std::vector<float> kidx_;           // (T, index_dim)
-  std::vector<int32_t> entry_pos_;    // (T): first token of each entry being written
-  std::vector<int64_t> entry_seq_;    // (T)
-  std::vector<float> gate_, up_;      // (T, ffn)
-  std::vector<float> last_;           // (T, dim)
+  Activations act_;                 // x, xb, proj, gate, up, last
+  std::vector<float> q_, att_;      // (T, H * D)
+  std::vector<float> row_;          // (T, D)
+  std::vector<float> q_idx_;        // (T, index_heads * index_dim)
+  std::vector<float> w_idx_;        // (T, index_heads)
+  std::vector<float> cin_;          // (T, max_ratio * D): compression inputs
+  std::vector<float> centry_;       // (T, D)
+  std::vector<float> kidx_;         // (T, index_dim)
+  std::vector<int32_t> entry_pos_;  // (T): first token of each entry being written
+  std::vector<int64_t> entry_seq_;  // (T)
   std::unique_ptr<kernels::HybridAttentionScratch> attention_scratch_;
   std::unique_ptr<kernels::MatMulScratch> matmul_scratch_;
 };

@@ -11,42 +11,6 @@
 namespace kvserve::model {
 namespace {
 
-// splitmix64, uniform in [-1, 1).
-class Rng {
- public:
-  explicit Rng(uint64_t seed) : state_(seed) {}
-  float Uniform() {
-    uint64_t z = (state_ += 0x9E3779B97F4A7C15ull);
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    return static_cast<float>(static_cast<double>(z >> 11) * 0x1.0p-53 * 2.0 - 1.0);
-  }
-
- private:
-  uint64_t state_;
-};
-
-void AddMatrix(gguf::GgufWriter& w, Rng& rng, const std::string& name, int64_t rows, int64_t cols,
-               tensor::DType dtype) {
-  const int64_t row_bytes = tensor::RowBytes(dtype, cols);
-  std::vector<uint8_t> data(static_cast<size_t>(row_bytes * rows));
-  std::vector<float> row(cols);
-  const float amplitude = static_cast<float>(1.0 / std::sqrt(static_cast<double>(cols)));
-  for (int64_t r = 0; r < rows; ++r) {
-    for (float& v : row) v = amplitude * rng.Uniform();
-    tensor::QuantizeRow(dtype, row.data(), data.data() + r * row_bytes, cols);
-  }
-  CHECK(w.AddTensor(name, {cols, rows}, dtype, std::move(data)).ok()) << name;
-}
-
-void AddNorm(gguf::GgufWriter& w, Rng& rng, const std::string& name, int64_t n) {
-  std::vector<uint8_t> data(n * sizeof(float));
-  auto* values = reinterpret_cast<float*>(data.data());
-  for (int64_t i = 0; i < n; ++i) values[i] = 1.0f + 0.1f * rng.Uniform();
-  CHECK(w.AddTensor(name, {n}, tensor::DType::kF32, std::move(data)).ok()) << name;
-}
-
 void SetMetadata(gguf::GgufWriter& w, const V41Config& c, bool with_weights) {
   auto key = [](std::string_view k) { return fmt::format("{}.{}", kV41Architecture, k); };
   auto u32 = [](int64_t v) { return gguf::Value::U32(static_cast<uint32_t>(v)); };
@@ -95,6 +59,7 @@ Result<V41ModelSpec> FindV41Preset(std::string_view name) {
     c.index_heads = 4;
     c.index_dim = 32;
     c.index_top_k = 32;
+    spec.weights.norm_spread = 0.1f;
     return spec;
   }
   if (name == "v41-flash-shape") {
@@ -118,35 +83,38 @@ Result<V41ModelSpec> FindV41Preset(std::string_view name) {
       fmt::format("unknown {} preset '{}' (mini, v41-flash-shape)", kV41Architecture, name));
 }
 
-gguf::GgufWriter V41ModelWriter(const V41ModelSpec& spec) {
+Result<gguf::GgufWriter> V41ModelWriter(const V41ModelSpec& spec) {
   const V41Config& c = spec.config;
   gguf::GgufWriter w;
   SetMetadata(w, c, spec.with_weights);
   if (!spec.with_weights) return w;
-  Rng rng(spec.seed);
-  const tensor::DType t = spec.matrix_dtype;
+  if (c.vocab_size >= 260) SetSpmTokenizer(c.vocab_size, w);
+  RandomTensorWriter t(w, spec.weights);
+  auto matrix = [&](const std::string& name, int64_t rows, int64_t cols) {
+    return t.Matrix(name, cols, rows, static_cast<float>(1.0 / std::sqrt(static_cast<double>(cols))));
+  };
   const int64_t q_dim = c.num_heads * c.latent_dim;
-  AddMatrix(w, rng, "token_embd.weight", c.vocab_size, c.dim, t);
-  AddNorm(w, rng, "output_norm.weight", c.dim);
-  AddMatrix(w, rng, "output.weight", c.vocab_size, c.dim, t);
+  KV_RETURN_IF_ERROR(matrix("token_embd.weight", c.vocab_size, c.dim));
+  KV_RETURN_IF_ERROR(t.Norm("output_norm.weight", c.dim));
+  KV_RETURN_IF_ERROR(matrix("output.weight", c.vocab_size, c.dim));
   for (int l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
-    AddNorm(w, rng, p + "attn_norm.weight", c.dim);
-    AddMatrix(w, rng, p + "attn_q.weight", q_dim, c.dim, t);
-    AddMatrix(w, rng, p + "attn_kv.weight", c.latent_dim, c.dim, t);
-    AddMatrix(w, rng, p + "attn_output.weight", c.dim, q_dim, t);
+    KV_RETURN_IF_ERROR(t.Norm(p + "attn_norm.weight", c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "attn_q.weight", q_dim, c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "attn_kv.weight", c.latent_dim, c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "attn_output.weight", c.dim, q_dim));
     if (std::optional<V41Source> s = c.SourceOf(l)) {
       if (s->layer == l) {
-        AddMatrix(w, rng, p + "compress.weight", c.latent_dim, s->ratio * c.latent_dim, t);
-        AddMatrix(w, rng, p + "indexer_k.weight", c.index_dim, c.latent_dim, t);
+        KV_RETURN_IF_ERROR(matrix(p + "compress.weight", c.latent_dim, s->ratio * c.latent_dim));
+        KV_RETURN_IF_ERROR(matrix(p + "indexer_k.weight", c.index_dim, c.latent_dim));
       }
-      AddMatrix(w, rng, p + "indexer_q.weight", c.index_heads * c.index_dim, c.dim, t);
-      AddMatrix(w, rng, p + "indexer_w.weight", c.index_heads, c.dim, t);
+      KV_RETURN_IF_ERROR(matrix(p + "indexer_q.weight", c.index_heads * c.index_dim, c.dim));
+      KV_RETURN_IF_ERROR(matrix(p + "indexer_w.weight", c.index_heads, c.dim));
     }
-    AddNorm(w, rng, p + "ffn_norm.weight", c.dim);
-    AddMatrix(w, rng, p + "ffn_gate.weight", c.ffn_dim, c.dim, t);
-    AddMatrix(w, rng, p + "ffn_up.weight", c.ffn_dim, c.dim, t);
-    AddMatrix(w, rng, p + "ffn_down.weight", c.dim, c.ffn_dim, t);
+    KV_RETURN_IF_ERROR(t.Norm(p + "ffn_norm.weight", c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "ffn_gate.weight", c.ffn_dim, c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "ffn_up.weight", c.ffn_dim, c.dim));
+    KV_RETURN_IF_ERROR(matrix(p + "ffn_down.weight", c.dim, c.ffn_dim));
   }
   return w;
 }

@@ -8,6 +8,7 @@
 
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "model/random_weights.h"
 #include "model/v41_config.h"
 #include "tensor/dtype.h"
 
@@ -15,9 +16,8 @@ namespace kvserve::model {
 
 struct V41ModelSpec {
   V41Config config;  // dims; config.sources sets the compression layout
-  tensor::DType matrix_dtype = tensor::DType::kF32;
   bool with_weights = true;  // false: metadata only (vocab_size written as metadata)
-  uint64_t seed = 1;
+  RandomWeights weights;     // matrix types and seed (model/random_weights.h)
 };
 
 // "mini": hidden 256, 8 layers, 4 heads of latent dim 64 (rope 16), ffn 512, vocab 512,
@@ -30,8 +30,8 @@ struct V41ModelSpec {
 Result<V41ModelSpec> FindV41Preset(std::string_view name);
 
 // The writer for a spec: metadata (v41_config.h keys) and, with weights, uniform +-1/sqrt(fan_in)
-// matrices from a fixed-seed generator and norms near 1. Same spec -> same bytes.
-// note: the caller adds the tokenizer metadata (tokenizer.ggml.*) it wants.
-gguf::GgufWriter V41ModelWriter(const V41ModelSpec& spec);
+// matrices (model/random_weights.h) and, when vocab_size >= 260, a SentencePiece vocabulary.
+// Same spec -> same bytes.
+Result<gguf::GgufWriter> V41ModelWriter(const V41ModelSpec& spec);
 
 }  // namespace kvserve::model

@@ -47,20 +47,10 @@ Status SamplingParams::Validate() const {
   return Status::Ok();
 }
 
-std::optional<FinishReason> CheckFinish(const SamplingParams& params, int32_t token,
-                                        int32_t num_generated,
-                                        std::optional<int32_t> eos_token_id) {
-  if (!params.ignore_eos && eos_token_id.has_value() && token == *eos_token_id) {
-    return FinishReason::kStop;
-  }
-  if (std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) !=
-      params.stop_token_ids.end()) {
-    return FinishReason::kStop;
-  }
-  if (params.max_tokens.has_value() && num_generated >= *params.max_tokens) {
-    return FinishReason::kLength;
-  }
-  return std::nullopt;
+bool IsStopToken(const SamplingParams& params, int32_t token, std::optional<int32_t> eos_token_id) {
+  if (!params.ignore_eos && eos_token_id.has_value() && token == *eos_token_id) return true;
+  return std::find(params.stop_token_ids.begin(), params.stop_token_ids.end(), token) !=
+         params.stop_token_ids.end();
 }
 
 }  // namespace kvserve::sampling

@@ -53,13 +53,8 @@ struct SamplingParams {
   }
 };
 
-enum class FinishReason { kStop, kLength };
-
-// Whether a request ends right after generating `token`, which made `num_generated` tokens
-// in all (counting `token`). kStop for EOS (unless ignore_eos) or a stop token, kLength when
-// num_generated reaches max_tokens; nullopt to keep going. The context limit is the engine's.
-std::optional<FinishReason> CheckFinish(const SamplingParams& params, int32_t token,
-                                        int32_t num_generated,
-                                        std::optional<int32_t> eos_token_id);
+// Whether `token` ends the request as a stop: EOS (unless ignore_eos) or one of
+// stop_token_ids. (Lengths, max_tokens and max-model-len, are the scheduler's to end.)
+bool IsStopToken(const SamplingParams& params, int32_t token, std::optional<int32_t> eos_token_id);
 
 }  // namespace kvserve::sampling

@@ -56,6 +56,11 @@ struct Request {
   std::vector<kv::BlockLoad> pending_loads;  // while its blocks load from a lower tier
   int64_t num_preemptions = 0;
   int64_t arrival_index = 0;          // FIFO order of AddRequest
+  // Speculative decoding: tokens proposed to follow tokens.back() (Scheduler::SetDraftTokens),
+  // verified in the next step and then dropped; and the step's contiguous input
+  // [tokens.back(), drafts...] while they are verified.
+  std::vector<TokenId> draft_tokens;
+  std::vector<TokenId> verify_tokens;
   std::string cache_salt;
 
   int64_t NumTokens() const { return static_cast<int64_t>(tokens.size()); }

@@ -45,27 +45,13 @@ Scheduler::Scheduler(const SchedulerConfig& config, kv::KvCacheManager* kv,
   CHECK(ValidateSchedulerConfig(config_).ok()) << ValidateSchedulerConfig(config_).ToString();
 }
 
-Status Scheduler::ValidateRequest(const NewRequest& request) const {
+void Scheduler::AddRequest(NewRequest request) {
   const int64_t num_prompt = static_cast<int64_t>(request.prompt.size());
-  if (num_prompt == 0) return InvalidArgument("the prompt is empty");
-  if (request.max_tokens && *request.max_tokens < 1) {
-    return InvalidArgument(fmt::format("max_tokens must be at least 1, got {}", *request.max_tokens));
-  }
-  const int64_t max_tokens = request.max_tokens.value_or(1);
-  if (num_prompt + max_tokens > config_.max_model_len) {
-    return OutOfRange(fmt::format(
-        "this model's maximum context length (--max-model-len) is {} tokens, but the request "
-        "has {} prompt tokens and asks for {} more ({} in total)",
-        config_.max_model_len, num_prompt, max_tokens, num_prompt + max_tokens));
-  }
-  return Status::Ok();
-}
-
-Status Scheduler::AddRequest(NewRequest request) {
-  KV_RETURN_IF_ERROR(ValidateRequest(request));
-  if (requests_.count(request.id) != 0) {
-    return InvalidArgument(fmt::format("request id {} is already in use", request.id));
-  }
+  CHECK_GE(num_prompt, 1) << "request " << request.id << ": an empty prompt";
+  CHECK(!request.max_tokens || *request.max_tokens >= 1) << "request " << request.id;
+  CHECK_LE(num_prompt + request.max_tokens.value_or(1), config_.max_model_len)
+      << "request " << request.id << " is longer than max_model_len";
+  CHECK_EQ(requests_.count(request.id), 0u) << "request id " << request.id << " is in use";
   auto r = std::make_unique<Request>();
   r->id = request.id;
   r->num_prompt_tokens = static_cast<int64_t>(request.prompt.size());
@@ -76,7 +62,6 @@ Status Scheduler::AddRequest(NewRequest request) {
   r->arrival_index = next_arrival_++;
   waiting_.push_back(r->id);
   requests_[r->id] = std::move(r);
-  return Status::Ok();
 }
 
 SchedulerOutput Scheduler::Schedule() {
@@ -87,6 +72,7 @@ SchedulerOutput Scheduler::Schedule() {
   ScheduleRunning(/*decodes=*/true, step, out);
   ScheduleRunning(/*decodes=*/false, step, out);
   if (!step.preempted_any) ScheduleWaiting(step, out);
+  ScheduleDrafts(step, out);
   out.num_scheduled_tokens = config_.max_num_batched_tokens - step.budget;
   FillBlockTables(out);
   // Nothing to compute but loads in flight: wait a little for one instead of spinning.
@@ -138,6 +124,37 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput&
   out.scheduled.push_back(std::move(s));
   step.budget -= n;
   return true;
+}
+
+void Scheduler::ScheduleDrafts(StepState& step, SchedulerOutput& out) {
+  for (ScheduledRequest& s : out.scheduled) {
+    if (step.budget == 0) return;
+    Request& r = *requests_.at(s.id);
+    if (r.draft_tokens.empty() || !r.IsDecoding() || s.num_scheduled_tokens != 1) continue;
+    const int64_t k = std::min<int64_t>(static_cast<int64_t>(r.draft_tokens.size()), step.budget);
+    if (!kv_->AllocateSlots(r.id, r.num_computed_tokens, 1 + k)) continue;
+    r.verify_tokens.assign(1, r.tokens.back());
+    r.verify_tokens.insert(r.verify_tokens.end(), r.draft_tokens.begin(),
+                           r.draft_tokens.begin() + k);
+    r.draft_tokens.clear();
+    s.num_scheduled_tokens = 1 + k;
+    s.num_draft_tokens = k;
+    s.tokens = r.verify_tokens;
+    step.budget -= k;
+  }
+}
+
+int64_t Scheduler::MaxDraftTokens(RequestId id) const {
+  const Request& r = *requests_.at(id);
+  if (!r.IsDecoding()) return 0;
+  const int64_t may_emit =
+      std::min(r.max_tokens - r.NumOutputTokens(), config_.max_model_len - r.NumTokens());
+  return std::max<int64_t>(0, may_emit - 1);
+}
+
+void Scheduler::SetDraftTokens(RequestId id, std::vector<TokenId> drafts) {
+  CHECK_LE(static_cast<int64_t>(drafts.size()), MaxDraftTokens(id)) << "request " << id;
+  requests_.at(id)->draft_tokens = std::move(drafts);
 }
 
 void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
@@ -244,6 +261,7 @@ void Scheduler::Preempt(RequestId victim, StepState& step, SchedulerOutput& out)
   }
   kv_->Free(victim);
   v.num_computed_tokens = 0;
+  v.draft_tokens.clear();
   ++v.num_preemptions;
   ++num_preemptions_;
   running_.erase(std::find(running_.begin(), running_.end(), victim));
@@ -285,18 +303,25 @@ std::vector<FinishedRequest> Scheduler::UpdateFromOutput(const SchedulerOutput& 
   for (const ScheduledRequest& s : output.scheduled) {
     Request& r = *requests_.at(s.id);
     CHECK_EQ(r.num_computed_tokens, s.num_computed_tokens) << "request " << s.id;
-    r.num_computed_tokens += s.num_scheduled_tokens;
     std::optional<FinishReason> reason;
-    if (s.needs_sample) {
-      CHECK_LT(next_sample, sampled.size()) << "no sampled token for request " << s.id;
+    int64_t num_sampled = 0;
+    while (s.needs_sample && !reason && next_sample < sampled.size() &&
+           sampled[next_sample].id == s.id) {
+      CHECK_LE(num_sampled, s.num_draft_tokens) << "too many tokens for request " << s.id;
       const SampledToken& t = sampled[next_sample++];
-      CHECK_EQ(t.id, s.id) << "sampled tokens out of order";
+      ++num_sampled;
       r.tokens.push_back(t.token);
       if (t.stop) {
         reason = FinishReason::kStop;
       } else if (r.NumOutputTokens() >= r.max_tokens || r.NumTokens() >= config_.max_model_len) {
         reason = FinishReason::kLength;
       }
+    }
+    CHECK(!s.needs_sample || num_sampled > 0) << "no sampled token for request " << s.id;
+    // With drafts, the KV of [last token, accepted drafts] is valid: num_sampled positions.
+    r.num_computed_tokens += s.num_draft_tokens > 0 ? num_sampled : s.num_scheduled_tokens;
+    if (num_sampled < 1 + s.num_draft_tokens && s.num_draft_tokens > 0 && !reason) {
+      kv_->TruncateSlots(r.id, r.num_computed_tokens);  // release rejected positions' blocks
     }
     kv_->CacheFullBlocks(r.id, r.tokens, r.num_computed_tokens);
     if (reason) {

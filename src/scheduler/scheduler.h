@@ -22,9 +22,16 @@
 // load on the connector's threads (other requests keep running) and returns to the front of
 // the queue with num_computed_tokens = the hit. A load that comes up short registers what
 // did arrive, frees the rest and readmits the request without lower-tier lookups.
+// Speculative decoding: a decoding request may carry draft tokens (SetDraftTokens); it is then
+// scheduled with 1 + k tokens, [last token, d1..dk], which count against the token budget and
+// need KV slots like any others. Speculation never preempts: when the drafts do not fit the
+// budget or the free blocks, fewer (or none) are verified. UpdateFromOutput takes 1..k+1
+// sampled tokens for it (the engine's acceptance rule), advances num_computed_tokens past the
+// accepted ones only, and releases the blocks that held only rejected positions; rejected
+// tokens never enter the request's tokens, so they are never hashed into the prefix cache.
 // The scheduler includes no model and no math (DESIGN.md hard rule): it hands out a plain
 // SchedulerOutput and takes sampled tokens back in UpdateFromOutput.
-// Thread safety: none; one engine thread owns it. ValidateRequest only reads the immutable
+// Thread safety: none; one engine thread owns it. config() only reads the immutable
 // config and may be called from any thread.
 #pragma once
 
@@ -61,6 +68,9 @@ struct ScheduledRequest {
   bool needs_sample = false;         // this step reaches the end of its tokens: sample one
   bool is_new = false;               // admitted (or readmitted) this step
   std::span<const TokenId> tokens;   // the tokens computed this step (valid until Update)
+  // Drafts being verified: the last num_draft_tokens of `tokens` (then needs_sample, and the
+  // engine samples up to 1 + num_draft_tokens tokens).
+  int64_t num_draft_tokens = 0;
   // [group] block tables covering [0, num_computed_tokens + num_scheduled_tokens) (valid
   // until the next scheduler call).
   std::vector<std::span<const kv::BlockId>> block_tables;
@@ -81,8 +91,9 @@ struct SchedulerOutput {
   int64_t NumToSample() const;
 };
 
-// The token sampled for a request with needs_sample, and whether it stops the request (a
-// stop or EOS token; the scheduler itself checks max_tokens and max-model-len).
+// A token sampled for a request with needs_sample, and whether it stops the request (a stop
+// or EOS token; the scheduler itself checks max_tokens and max-model-len). A request that
+// verified k drafts gets 1..k+1 of them, in order: the accepted drafts, then the next token.
 struct SampledToken {
   RequestId id = 0;
   TokenId token = 0;
@@ -107,18 +118,26 @@ class Scheduler {
 
   const SchedulerConfig& config() const { return config_; }
 
-  // InvalidArgument for an empty prompt or max_tokens < 1; OutOfRange when prompt +
-  // max_tokens exceeds max_model_len (the message names every number). Thread-safe.
-  Status ValidateRequest(const NewRequest& request) const;
-  // Validates, then queues the request (waiting). InvalidArgument for a duplicate id.
-  Status AddRequest(NewRequest request);
+  // Queues the request (waiting).
+  // note: the engine validated it (Engine::ValidateRequest): a prompt of at least one token,
+  // max_tokens >= 1 when set, prompt + max_tokens <= max_model_len; the id is unused (CHECKed).
+  void AddRequest(NewRequest request);
 
   // Plans one step (see the class comment). Reserves the blocks of everything scheduled.
   SchedulerOutput Schedule();
 
+  // The most draft tokens request `id` may verify next step: fewer than it may still emit
+  // (max_tokens, max-model-len) so that accepting every draft plus the next token stays in
+  // bounds; 0 when it is not decoding.
+  int64_t MaxDraftTokens(RequestId id) const;
+  // Proposes drafts to follow the request's last token in the next step (replacing any).
+  // note: drafts.size() <= MaxDraftTokens(id) (CHECKed).
+  void SetDraftTokens(RequestId id, std::vector<TokenId> drafts);
+
   // Applies a step: advances num_computed_tokens, appends sampled tokens (in the order of
-  // the scheduled requests with needs_sample), registers newly full blocks in the prefix
-  // cache, and finishes requests that stopped or hit a length limit (blocks freed).
+  // the scheduled requests with needs_sample; 1..k+1 for a request that verified k drafts),
+  // registers newly full blocks in the prefix cache, and finishes requests that stopped or hit
+  // a length limit (blocks freed).
   std::vector<FinishedRequest> UpdateFromOutput(const SchedulerOutput& output,
                                                 std::span<const SampledToken> sampled);
 
@@ -138,6 +157,9 @@ class Scheduler {
   void ScheduleRunning(bool decodes, StepState& step, SchedulerOutput& out);
   bool ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput& out);
   void ScheduleWaiting(StepState& step, SchedulerOutput& out);
+  // Extends scheduled decodes with their draft tokens, within the budget and free blocks the
+  // rest of the step left.
+  void ScheduleDrafts(StepState& step, SchedulerOutput& out);
   // Admits waiting request r with n tokens to compute from r.num_computed_tokens.
   void Admit(Request& r, int64_t n, StepState& step, SchedulerOutput& out);
   // Starts r's lower-tier load; false (nothing changed) when its blocks cannot be reserved.

@@ -30,13 +30,13 @@ void Choice::AddText(std::string_view text, ChoiceDelta& delta) {
   delta.text += parts.content;
 }
 
-void Choice::Finish(std::string reason, ChoiceDelta& delta) {
+void Choice::Finish(engine::FinishReason reason, ChoiceDelta& delta) {
   if (reasoning_) {
     ReasoningParser::Parts parts = reasoning_->Flush();
     delta.reasoning += parts.reasoning;
     delta.text += parts.content;
   }
-  delta.finish_reason = std::move(reason);
+  delta.finish_reason = reason;
   finished_ = true;
 }
 
@@ -47,19 +47,19 @@ std::optional<ChoiceDelta> Choice::Next(bool block) {
   if (!out) {
     if (!block) return std::nullopt;
     ChoiceDelta delta;  // the stream closed without a finish: cannot happen, end cleanly
-    Finish("abort", delta);
+    Finish(engine::FinishReason::kAbort, delta);
     return delta;
   }
   ChoiceDelta delta;
   num_cached_tokens_ = out->num_cached_tokens;
-  if (out->token) {
+  for (engine::TokenOutput& token : out->tokens) {  // several after accepted drafts
     ++num_generated_;
-    StopMatcher::Step step = stop_.Push(decoder_.Push(out->token->token));
-    delta.tokens.push_back(std::move(*out->token));
+    StopMatcher::Step step = stop_.Push(decoder_.Push(token.token));
+    delta.tokens.push_back(std::move(token));
     AddText(step.text, delta);
     if (step.stopped) {
       engine_.Abort(handle_.id);  // frees the blocks now; the stream's tail is dropped
-      Finish("stop", delta);
+      Finish(engine::FinishReason::kStop, delta);
       return delta;
     }
   }
@@ -69,7 +69,7 @@ std::optional<ChoiceDelta> Choice::Next(bool block) {
     AddText(step.text, delta);
     if (!step.stopped) AddText(stop_.Flush(), delta);
     delta.error = out->error;
-    Finish(step.stopped ? "stop" : scheduler::FinishReasonName(*out->finish), delta);
+    Finish(step.stopped ? engine::FinishReason::kStop : *out->finish, delta);
   }
   return delta;
 }

@@ -25,7 +25,7 @@ struct ChoiceDelta {
   std::string text;       // content
   std::string reasoning;  // reasoning_content (reasoning parser only)
   std::vector<engine::TokenOutput> tokens;  // the tokens this delta consumed (logprobs)
-  std::optional<std::string> finish_reason;  // "stop", "length", "abort" or "error"
+  std::optional<engine::FinishReason> finish_reason;
   std::string error;                          // with "error"
 };
 
@@ -50,7 +50,7 @@ class Choice {
 
  private:
   void AddText(std::string_view text, ChoiceDelta& delta);
-  void Finish(std::string reason, ChoiceDelta& delta);
+  void Finish(engine::FinishReason reason, ChoiceDelta& delta);
 
   engine::AsyncEngine& engine_;
   engine::RequestHandle handle_;

@@ -71,7 +71,8 @@ void RespondWhole(const ParsedRequest& r, Generation& gen, const ResponseBuilder
   for (size_t i = 0; i < gen.choices.size(); ++i) {
     const std::string& prompt_text = r.prompt_texts[i / r.n];
     std::string text = r.echo ? prompt_text : "";
-    std::string reasoning, finish, error;
+    std::string reasoning, error;
+    engine::FinishReason finish = engine::FinishReason::kAbort;
     std::vector<engine::TokenOutput> tokens;
     while (std::optional<ChoiceDelta> d = gen.choices[i]->Next(/*block=*/true)) {
       text += d->text;
@@ -79,7 +80,7 @@ void RespondWhole(const ParsedRequest& r, Generation& gen, const ResponseBuilder
       for (engine::TokenOutput& t : d->tokens) tokens.push_back(std::move(t));
       if (d->finish_reason) finish = *d->finish_reason, error = d->error;
     }
-    if (finish == "error") {
+    if (finish == engine::FinishReason::kError) {
       res.status = 500;
       res.set_content(ApiErrorBody({500, error, "InternalServerError", std::nullopt, std::nullopt}),
                       "application/json");

@@ -28,6 +28,14 @@ class Writer {
     out_ += fmt::format("kvserve:{}_sum{{{}}} {}\n", name, labels_, h.sum());
     out_ += fmt::format("kvserve:{}_count{{{}}} {}\n", name, labels_, h.count());
   }
+  // One sample per value, labelled label="i" for values[i].
+  void Labelled(const char* type, const char* name, const char* help, const char* label,
+                const std::vector<int64_t>& values) {
+    Header(type, name, help);
+    for (size_t i = 0; i < values.size(); ++i) {
+      out_ += fmt::format("kvserve:{}{{{},{}=\"{}\"}} {}\n", name, labels_, label, i, values[i]);
+    }
+  }
   std::string Take() { return std::move(out_); }
 
  private:
@@ -70,6 +78,16 @@ std::string FormatPrometheus(const engine::MetricsSnapshot& m, const ServerCount
   w.Scalar("counter", "num_requests_rejected_total", "Requests answered 503 (queue full).",
            static_cast<double>(s.num_rejected));
   w.Scalar("counter", "engine_steps_total", "Engine steps.", static_cast<double>(m.num_steps));
+  w.Scalar("counter", "spec_decode_num_drafts", "Speculative decoding: verifications.",
+           static_cast<double>(m.spec_num_drafts));
+  w.Scalar("counter", "spec_decode_num_draft_tokens", "Speculative decoding: drafted tokens.",
+           static_cast<double>(m.spec_num_draft_tokens));
+  w.Scalar("counter", "spec_decode_num_accepted_tokens",
+           "Speculative decoding: drafted tokens accepted.",
+           static_cast<double>(m.spec_num_accepted_tokens));
+  w.Labelled("counter", "spec_decode_num_accepted_tokens_per_pos",
+             "Speculative decoding: drafted tokens accepted at each draft position.", "position",
+             m.spec_accepted_per_position);
   w.Histogram("time_to_first_token_seconds", "Time to first token.", m.time_to_first_token_s);
   w.Histogram("inter_token_latency_seconds", "Inter-token latency.", m.inter_token_latency_s);
   w.Histogram("time_per_output_token_seconds", "Time per output token.",

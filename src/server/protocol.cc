@@ -239,22 +239,6 @@ MaybeError ParseFlags(Endpoint endpoint, const json& body, ParsedRequest* out) {
   return std::nullopt;
 }
 
-// Each prompt plus max_tokens within max-model-len (vLLM's wording).
-MaybeError CheckLengths(const ParsedRequest& r, int64_t max_model_len) {
-  for (const std::vector<int32_t>& prompt : r.prompts) {
-    if (prompt.empty()) return BadRequest("the prompt encodes to no tokens", "prompt");
-    const int64_t asked = static_cast<int64_t>(prompt.size()) + r.params.max_tokens.value_or(0);
-    if (asked > max_model_len || static_cast<int64_t>(prompt.size()) >= max_model_len) {
-      return BadRequest(fmt::format(
-          "This model's maximum context length is {} tokens. However, you requested {} tokens "
-          "({} in the prompt, {} in the completion). Please reduce the length of the prompt "
-          "or the completion.", max_model_len, asked, prompt.size(),
-          r.params.max_tokens.value_or(0)), "prompt");
-    }
-  }
-  return std::nullopt;
-}
-
 }  // namespace
 
 std::optional<ApiError> ParseRequest(Endpoint endpoint, const json& body,
@@ -269,13 +253,12 @@ std::optional<ApiError> ParseRequest(Endpoint endpoint, const json& body,
   KV_RETURN_IF_API_ERROR(ParseLogprobs(endpoint, body, &out->params));
   KV_RETURN_IF_API_ERROR(ParseStop(body, &out->stop));
   KV_RETURN_IF_API_ERROR(ParseFlags(endpoint, body, out));
-  if (Status s = out->params.Validate(); !s.ok()) return BadRequest(s.message());
   KV_RETURN_IF_API_ERROR(endpoint == Endpoint::kChat ? ParseMessages(body, c, out)
                                                      : ParsePrompt(body, c, out));
   if (out->n * static_cast<int64_t>(out->prompts.size()) > kMaxChoices) {
     return BadRequest(fmt::format("n x prompts must be at most {}", kMaxChoices), "n");
   }
-  return CheckLengths(*out, c.max_model_len);
+  return std::nullopt;  // the engine validates the rest, once (Engine::ValidateRequest)
 }
 
 }  // namespace kvserve::server

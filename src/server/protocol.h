@@ -29,7 +29,6 @@ struct ParseContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;
   std::string served_model_name;
-  int64_t max_model_len = 0;
 };
 
 struct ParsedRequest {

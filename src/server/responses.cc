@@ -75,8 +75,10 @@ json ResponseBuilder::Envelope(const char* object) const {
 }
 
 json ResponseBuilder::Choice(int index, const std::string& text, const std::string& reasoning,
-                             const json& logprobs, const std::string& finish_reason) const {
-  json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", finish_reason}};
+                             const json& logprobs, engine::FinishReason finish_reason) const {
+  json choice = {{"index", index},
+                 {"logprobs", logprobs},
+                 {"finish_reason", scheduler::FinishReasonName(finish_reason)}};
   if (endpoint_ == Endpoint::kCompletions) {
     choice["text"] = text;
     return choice;
@@ -95,10 +97,10 @@ json ResponseBuilder::Response(json choices, const Usage& usage) const {
 }
 
 json ResponseBuilder::Chunk(int index, const std::string& text, const std::string& reasoning,
-                            const json& logprobs, const std::optional<std::string>& finish_reason,
+                            const json& logprobs, std::optional<engine::FinishReason> finish_reason,
                             bool first) const {
   json choice = {{"index", index}, {"logprobs", logprobs}, {"finish_reason", nullptr}};
-  if (finish_reason) choice["finish_reason"] = *finish_reason;
+  if (finish_reason) choice["finish_reason"] = scheduler::FinishReasonName(*finish_reason);
   json r;
   if (endpoint_ == Endpoint::kCompletions) {
     choice["text"] = text;

@@ -34,13 +34,13 @@ class ResponseBuilder {
 
   // One choice of a non-streaming response.
   nlohmann::json Choice(int index, const std::string& text, const std::string& reasoning,
-                        const nlohmann::json& logprobs, const std::string& finish_reason) const;
+                        const nlohmann::json& logprobs, engine::FinishReason finish_reason) const;
   nlohmann::json Response(nlohmann::json choices, const Usage& usage) const;
 
   // One SSE chunk for one choice; `first` adds the chat delta's role.
   nlohmann::json Chunk(int index, const std::string& text, const std::string& reasoning,
                        const nlohmann::json& logprobs,
-                       const std::optional<std::string>& finish_reason, bool first) const;
+                       std::optional<engine::FinishReason> finish_reason, bool first) const;
   // The final usage chunk (stream_options.include_usage): no choices.
   nlohmann::json UsageChunk(const Usage& usage) const;
 

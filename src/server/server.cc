@@ -111,8 +111,7 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
       engine_(engine),
       tokenizer_(tokenizer),
       chat_template_(chat_template),
-      parse_context_{&tokenizer_, &chat_template_, options_.served_model_name,
-                     engine.max_model_len()},
+      parse_context_{&tokenizer_, &chat_template_, options_.served_model_name},
       admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests),
       http_(std::make_unique<httplib::Server>()) {
   const int threads = std::max(options_.num_http_threads, 4);

@@ -9,7 +9,7 @@
 #include <filesystem>
 
 #include "engine_test_util.h"
-#include "model/random_model.h"
+#include "model/llama_random.h"
 
 namespace kvserve::engine::testing {
 namespace {
@@ -21,9 +21,12 @@ std::string RandomModelPath() {
   static const std::string path = [] {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-engine-test-{}.gguf", ::getpid())).string();
-    model::RandomModelSpec spec;  // dim 64, 2 layers, 4 heads, 2 kv heads, vocab 128
-    spec.seed = 5;
-    CHECK(model::RandomModelWriter(spec).Write(p).ok());
+    model::LlamaSpec spec;  // dim 64, 2 layers, 4 heads, 2 kv heads
+    spec.vocab_size = 128;
+    model::RandomWeights weights;
+    weights.seed = 5;
+    weights.norm_spread = 0.1f;
+    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();
@@ -54,7 +57,7 @@ class DeterminismTest : public ::testing::TestWithParam<Case> {
     config.kv_cache_bytes = kv_bytes;
     config.enable_prefix_caching = caching;
     config.num_threads = threads;
-    Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(path_, config);
+    Result<std::unique_ptr<Engine>> engine = Engine::Load(path_, config);
     CHECK(engine.ok()) << engine.status().ToString();
     return std::move(engine).value();
   }

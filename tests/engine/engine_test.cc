@@ -1,4 +1,4 @@
-// Engine bookkeeping with the fake runner (real K/V traffic through block tables, no weights):
+// Engine bookkeeping with the fake model (real K/V traffic through block tables, no weights):
 // preemption and resumption under tiny KV budgets, errors, metrics, the async front.
 #include <gtest/gtest.h>
 
@@ -99,6 +99,21 @@ TEST(EngineTest, AdmissionErrorsAreStatuses) {
   EXPECT_EQ(engine->AddRequest(r).status().code(), StatusCode::kInvalidArgument);
   r.params.temperature = 0;
   EXPECT_TRUE(engine->AddRequest(r).ok());
+  // The admission cases the scheduler CHECKs (max_model_len 32): validated here, once.
+  r.prompt.clear();
+  EXPECT_EQ(engine->AddRequest(r).status().code(), StatusCode::kInvalidArgument);  // empty
+  r.prompt.assign(4, 1);
+  r.params.max_tokens = 0;
+  EXPECT_EQ(engine->AddRequest(r).status().code(), StatusCode::kInvalidArgument);
+  r.prompt.assign(32, 1);
+  r.params.max_tokens = 1;
+  EXPECT_EQ(engine->AddRequest(r).status().code(), StatusCode::kOutOfRange);
+  r.prompt.assign(31, 1);
+  r.params.max_tokens.reset();  // until max-model-len: prompt + 1 fits
+  EXPECT_TRUE(engine->AddRequest(r).ok());
+  r.prompt.assign(24, 1);
+  r.params.max_tokens = 8;
+  EXPECT_TRUE(engine->AddRequest(r).ok());
 }
 
 TEST(EngineTest, ResolveMaxModelLenLowersTheDefaultAndRejectsAnExplicitValueThatDoesNotFit) {
@@ -169,7 +184,7 @@ TEST(AsyncEngineTest, StreamsFromManyThreadsMatchTheSynchronousEngine) {
       Result<RequestHandle> handle = engine.AddRequest(requests[i]);
       ASSERT_TRUE(handle.ok());
       while (std::optional<RequestOutput> out = handle->stream->Next()) {
-        if (out->token) got[i].tokens.push_back(*out->token);
+        for (const TokenOutput& t : out->tokens) got[i].tokens.push_back(t);
         if (out->finish) got[i].finish = out->finish;
       }
     });

@@ -1,4 +1,4 @@
-// Helpers for engine tests: engines over the fake runner or a GGUF file, and a driver that
+// Helpers for engine tests: engines over the fake model or a GGUF file, and a driver that
 // runs requests to completion and collects every token output.
 #pragma once
 
@@ -13,22 +13,24 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "support/fake_model.h"
 
 namespace kvserve::engine::testing {
 
-// The fake runner, sleeping `sleep_us` per step (to give other threads time in async tests).
-class SlowFakeRunner final : public ModelRunner {
+// The fake model, sleeping `sleep_us` per step (to give other threads time in async tests).
+class SlowFakeModel final : public model::Model {
  public:
-  SlowFakeRunner(int32_t vocab, int sleep_us) : inner_(vocab, 99), sleep_us_(sleep_us) {}
-  int32_t vocab_size() const override { return inner_.vocab_size(); }
-  void Execute(const model::ForwardBatch& batch, const tensor::PagedKvView& kv, ThreadPool& pool,
+  SlowFakeModel(int32_t vocab, int sleep_us) : inner_(vocab, 99), sleep_us_(sleep_us) {}
+  std::string_view architecture() const override { return inner_.architecture(); }
+  int64_t vocab_size() const override { return inner_.vocab_size(); }
+  void Forward(const model::Batch& batch, const model::KvViews& kv, ThreadPool& pool,
                float* logits) override {
     if (sleep_us_ > 0) std::this_thread::sleep_for(std::chrono::microseconds(sleep_us_));
-    inner_.Execute(batch, kv, pool, logits);
+    inner_.Forward(batch, kv, pool, logits);
   }
 
  private:
-  FakeModelRunner inner_;
+  FakeModel inner_;
   int sleep_us_;
 };
 
@@ -53,7 +55,7 @@ inline std::unique_ptr<Engine> MakeFakeEngine(const FakeEngineOptions& o) {
   EngineConfig config = o.config;
   config.block_size = o.block_size;
   config.kv_cache_bytes = static_cast<uint64_t>((o.num_blocks + 1) * kv::GroupBlockBytes(kv_config, 0));
-  auto engine = Engine::Create(std::make_unique<SlowFakeRunner>(o.vocab_size, o.sleep_us), kv_config,
+  auto engine = Engine::Create(std::make_unique<SlowFakeModel>(o.vocab_size, o.sleep_us), kv_config,
                                kv_options, config, std::nullopt);
   CHECK(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
@@ -79,7 +81,7 @@ inline std::vector<RunResult> RunAll(Engine& engine, const std::vector<EngineReq
     for (RequestOutput& out : engine.Step()) {
       RunResult& r = results[index.at(out.id)];
       EXPECT_FALSE(r.finish.has_value()) << "output after finish";
-      if (out.token) r.tokens.push_back(std::move(*out.token));
+      for (TokenOutput& t : out.tokens) r.tokens.push_back(std::move(t));
       if (out.finish) {
         r.finish = out.finish;
         r.error = out.error;

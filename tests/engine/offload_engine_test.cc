@@ -66,7 +66,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
       oc.file = offload::FileTierConfig{(dir_ / "fs").string(), 8, 8};
     }
     config.offload = oc;
-    Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(m.path(), config);
+    Result<std::unique_ptr<Engine>> engine = Engine::Load(m.path(), config);
     CHECK(engine.ok()) << engine.status().ToString();
     return std::move(engine).value();
   }
@@ -106,7 +106,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
     while (engine.HasUnfinished()) {
       for (RequestOutput& out : engine.Step()) {
         *num_cached = out.num_cached_tokens;
-        if (out.token) result.tokens.push_back(std::move(*out.token));
+        for (TokenOutput& t : out.tokens) result.tokens.push_back(std::move(t));
         if (out.finish) result.finish = out.finish;
       }
       CHECK(engine.kv().CheckIntegrity().ok());

@@ -9,7 +9,6 @@
 
 #include <filesystem>
 
-#include "engine/v41_runner.h"
 #include "engine_test_util.h"
 #include "v41_test_model.h"
 
@@ -26,7 +25,7 @@ std::unique_ptr<Engine> Load(int64_t budget_tokens, int threads, bool caching,
   config.kv_cache_bytes = kv_bytes;
   config.enable_prefix_caching = caching;
   config.num_threads = threads;
-  Result<std::unique_ptr<Engine>> engine = Engine::LoadLlama(SmallModelPath(), config);
+  Result<std::unique_ptr<Engine>> engine = Engine::Load(SmallModelPath(), config);
   CHECK(engine.ok()) << engine.status().ToString();
   return std::move(engine).value();
 }

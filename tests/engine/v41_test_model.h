@@ -31,7 +31,8 @@ inline model::V41ModelSpec SmallSpec() {
   c.index_heads = 2;
   c.index_dim = 32;
   c.index_top_k = 4;
-  spec.seed = 9;
+  spec.weights.seed = 9;
+  spec.weights.norm_spread = 0.1f;
   return spec;
 }
 
@@ -40,7 +41,7 @@ inline std::string SmallModelPath() {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-v41-test-{}.gguf", ::getpid()))
                               .string();
-    CHECK(model::V41ModelWriter(SmallSpec()).Write(p).ok());
+    CHECK(model::V41ModelWriter(SmallSpec())->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();

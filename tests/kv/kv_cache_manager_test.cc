@@ -149,30 +149,6 @@ TEST(KvCacheManagerTest, OutOfBlocksIsAValueAndChangesNothing) {
   EXPECT_TRUE(m->CheckIntegrity().ok());
 }
 
-TEST(KvCacheManagerTest, ForkSharesFullBlocksAndCopiesThePartialOne) {
-  auto m = MakeManager(HitRuleConfig(), kHitRuleBudget);
-  const std::vector<TokenId> prompt = Tokens(10, 50);
-  RunPrompt(*m, 1, prompt);
-  std::byte* partial = m->arena(0).BlockData(m->BlockTable(1, 0)[2]);
-  for (int i = 0; i < 128; ++i) partial[i] = std::byte(i);
-  auto fork = m->Fork(1, 2, 10);
-  ASSERT_TRUE(fork.has_value());
-  const std::vector<BlockId>& parent = m->BlockTable(1, 0);
-  const std::vector<BlockId>& child = m->BlockTable(2, 0);
-  ASSERT_EQ(child.size(), 3u);
-  EXPECT_EQ(child[0], parent[0]);
-  EXPECT_EQ(child[1], parent[1]);
-  EXPECT_NE(child[2], parent[2]);
-  EXPECT_EQ(m->pool(0).RefCount(parent[0]), 2);
-  EXPECT_EQ(std::memcmp(m->arena(0).BlockData(child[2]), partial, 128), 0);
-  EXPECT_TRUE(m->CheckIntegrity().ok());
-  m->Free(1);
-  EXPECT_EQ(m->pool(0).RefCount(child[0]), 1);
-  m->Free(2);
-  EXPECT_EQ(m->pool(0).NumFreeBlocks(), 40);
-  EXPECT_TRUE(m->CheckIntegrity().ok());
-}
-
 TEST(KvCacheManagerTest, LatentAndSlidingGroupsShareHits) {
   KvCacheConfig config = testing::V41Like(16, 512);
   config.max_chunk_tokens = 64;

@@ -1,4 +1,4 @@
-// Randomized allocate / prefill / decode / fork / free / evict sequences with fixed seeds.
+// Randomized allocate / prefill / decode / free / evict sequences with fixed seeds.
 // After every step: CheckIntegrity() (no leak, no double free, ref counts == table entries,
 // capacity never exceeded), and the KV bytes every running request can still read are its own
 // tokens: each computed token writes (token id, position) into its K row, and reads of the
@@ -42,10 +42,8 @@ class Driver {
     const int op = Uniform(0, 9);
     if (op <= 2 || reqs_.empty()) {
       NewRequest();
-    } else if (op <= 6) {
+    } else if (op <= 7) {
       Advance(Pick());
-    } else if (op == 7) {
-      Fork(Pick());
     } else {
       Finish(Pick());
     }
@@ -134,19 +132,6 @@ class Driver {
       r.tokens.push_back(Uniform(0, 50));
     }
     if (r.num_computed == r.max_len) Finish(id);
-  }
-
-  void Fork(RequestId parent) {
-    const Req& r = reqs_[parent];
-    if (r.num_computed == 0) return;
-    const RequestId child = next_id_++;
-    if (!m_->Fork(parent, child, r.num_computed).has_value()) return;
-    Req c;
-    c.tokens.assign(r.tokens.begin(), r.tokens.begin() + r.num_computed);
-    c.tokens.push_back(Uniform(0, 50));
-    c.num_computed = r.num_computed;
-    c.max_len = r.max_len;
-    reqs_[child] = std::move(c);
   }
 
   void Finish(RequestId id) {

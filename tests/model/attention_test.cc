@@ -14,7 +14,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/ops.h"
-#include "model/dense_kv.h"
+#include "support/kv_arena.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -72,19 +72,19 @@ void RunTrial(std::mt19937& rng, tensor::DType dtype) {
   for (int s = 0; s < num_seqs; ++s) {
     starts.push_back(static_cast<int32_t>(rng() % 41));
     counts.push_back(1 + static_cast<int32_t>(rng() % 10));
-    blocks_needed += model::BlocksForTokens(starts.back() + counts.back(), block_size);
+    blocks_needed += kvserve::testing::BlocksForTokens(starts.back() + counts.back(), block_size);
   }
   std::vector<int32_t> pool_blocks(blocks_needed);
   std::iota(pool_blocks.begin(), pool_blocks.end(), 0);
   std::shuffle(pool_blocks.begin(), pool_blocks.end(), rng);
-  model::SimpleKvArena arena(1, row_elems, dtype, block_size, blocks_needed);
+  kvserve::testing::SimpleKvArena arena(1, row_elems, dtype, block_size, blocks_needed);
   const tensor::PagedKvView& kv = arena.view();
   std::vector<std::vector<int32_t>> tables(num_seqs);
   std::vector<AttentionSequence> seqs;
   int64_t rows = 0;
   size_t next_block = 0;
   for (int s = 0; s < num_seqs; ++s) {
-    const int32_t nb = model::BlocksForTokens(starts[s] + counts[s], block_size);
+    const int32_t nb = kvserve::testing::BlocksForTokens(starts[s] + counts[s], block_size);
     tables[s].assign(pool_blocks.begin() + next_block, pool_blocks.begin() + next_block + nb);
     next_block += nb;
     // Earlier steps' K/V, as a previous Forward would have stored them.

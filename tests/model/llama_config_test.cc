@@ -13,9 +13,9 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
-#include "model/dense_kv.h"
 #include "model/llama.h"
-#include "model/random_model.h"
+#include "model/llama_random.h"
+#include "support/kv_arena.h"
 #include "reference_llama.h"
 
 namespace kvserve::model {
@@ -35,10 +35,25 @@ void ExpectConfigError(const gguf::GgufWriter& w, const std::string& needle) {
       << config.status().ToString();
 }
 
+// A random llama of `spec` (model/llama_random.h) with norm weights near 1.
+struct RandomSpec : LlamaSpec {
+  uint64_t seed = 1;
+  tensor::DType matrix_dtype = tensor::DType::kF32;
+};
+gguf::GgufWriter Writer(const RandomSpec& spec) {
+  RandomWeights weights;
+  weights.matrix_type = spec.matrix_dtype;
+  weights.seed = spec.seed;
+  weights.norm_spread = 0.1f;
+  Result<gguf::GgufWriter> w = LlamaRandomWriter(spec, weights);
+  CHECK(w.ok()) << w.status().ToString();
+  return std::move(w).value();
+}
+
 TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
-  RandomModelSpec spec;
+  RandomSpec spec;
   spec.tied_output = true;
-  auto config = ReadModelConfig(*Parse(RandomModelWriter(spec)));
+  auto config = ReadModelConfig(*Parse(Writer(spec)));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->dim, 64);
   EXPECT_EQ(config->head_dim, 16);
@@ -49,7 +64,7 @@ TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
   EXPECT_EQ(config->vocab_size, 128);
   EXPECT_TRUE(config->tied_output);
 
-  gguf::GgufWriter w = RandomModelWriter({});
+  gguf::GgufWriter w = Writer({});
   w.Set("llama.rope.scaling.type", gguf::Value::Str("linear"));
   w.Set("llama.rope.scaling.factor", gguf::Value::F32(4.0f));
   w.Set("llama.rope.freq_base", gguf::Value::F32(500000.0f));
@@ -60,37 +75,37 @@ TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
 }
 
 TEST(ModelConfigTest, RejectsMissingOrInconsistentMetadata) {
-  gguf::GgufWriter w = RandomModelWriter({});
+  gguf::GgufWriter w = Writer({});
   w.Set("llama.attention.head_count", gguf::Value::U32(5));
   ExpectConfigError(w, "does not divide embedding_length");
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("llama.attention.head_count_kv", gguf::Value::U32(3));
   ExpectConfigError(w, "does not divide head_count");
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("llama.rope.dimension_count", gguf::Value::U32(7));
   ExpectConfigError(w, "rope.dimension_count");
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("llama.rope.scaling.type", gguf::Value::Str("yarn"));
   ExpectConfigError(w, "yarn");
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("llama.feed_forward_length", gguf::Value::U32(100));
   ExpectConfigError(w, "blk.0.ffn_gate.weight");  // shape mismatch names the tensor
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("general.architecture", gguf::Value::Str("gpt2"));
   ExpectConfigError(w, "gpt2");
 
-  w = RandomModelWriter({});
+  w = Writer({});
   w.Set("llama.block_count", gguf::Value::U32(3));  // the file has 2 layers
   ExpectConfigError(w, "blk.2.attn_norm.weight");
 
   // A missing required key: build the metadata without it.
   gguf::GgufWriter missing;
-  std::shared_ptr<const gguf::GgufFile> full = Parse(RandomModelWriter({}));
+  std::shared_ptr<const gguf::GgufFile> full = Parse(Writer({}));
   for (const auto& [key, value] : full->metadata()) {
     if (key != "llama.embedding_length") missing.Set(key, value);
   }
@@ -115,7 +130,7 @@ gguf::GgufWriter Rebuild(const gguf::GgufFile& file, const std::string& drop,
 }
 
 TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
-  std::shared_ptr<const gguf::GgufFile> file = Parse(RandomModelWriter({}));
+  std::shared_ptr<const gguf::GgufFile> file = Parse(Writer({}));
   ExpectConfigError(Rebuild(*file, "blk.1.ffn_up.weight", nullptr), "blk.1.ffn_up.weight");
   ExpectConfigError(Rebuild(*file, "token_embd.weight", nullptr), "token_embd.weight");
   // Norm weights must be F32.
@@ -133,15 +148,15 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
   // Quantized weights of every GGUF type the matmul reads are accepted.
   for (tensor::DType t :
        {tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0, tensor::DType::kQ4_0}) {
-    RandomModelSpec spec;
+    RandomSpec spec;
     spec.matrix_dtype = t;
-    EXPECT_TRUE(ReadModelConfig(*Parse(RandomModelWriter(spec))).ok()) << tensor::DTypeName(t);
+    EXPECT_TRUE(ReadModelConfig(*Parse(Writer(spec))).ok()) << tensor::DTypeName(t);
   }
 }
 
 // Prefill in chunks of 5, then greedy decode, against the float64 reference.
-void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_decode) {
-  std::shared_ptr<const gguf::GgufFile> file = Parse(RandomModelWriter(spec));
+void CompareWithReference(const RandomSpec& spec, int prompt_len, int num_decode) {
+  std::shared_ptr<const gguf::GgufFile> file = Parse(Writer(spec));
   LoadOptions options;
   options.max_batch_tokens = 8;
   options.max_threads = 2;
@@ -150,9 +165,10 @@ void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_d
   auto ref = model_test::ReferenceLlama::Create(*file);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   const ModelConfig& c = (*model)->config();
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
-                      tensor::DType::kF32, 16, 4);
-  const std::vector<int32_t> table = {3, 1, 0, 2};
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
+                               tensor::DType::kF32, 16, 4);
+  const std::vector<int32_t> table_ids = {3, 1, 0, 2};
+  const std::span<const int32_t> table[] = {table_ids};
   ThreadPool pool(2);
   std::vector<int32_t> ids;
   for (int i = 0; i < prompt_len; ++i)
@@ -162,10 +178,10 @@ void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_d
   for (int32_t t : ids) want = (*ref)->Step(t);
   for (int start = 0; start < prompt_len; start += 5) {
     const int n = std::min(5, prompt_len - start);
-    ForwardBatch batch;
+    Batch batch;
     batch.sequences = {
         {std::span<const int32_t>(ids).subspan(start, n), start, table, start + n == prompt_len}};
-    (*model)->Forward(batch, arena.view(), pool, logits.data());
+    (*model)->Forward(batch, arena.views(), pool, logits.data());
   }
   for (int step = 0;; ++step) {
     double max_diff = 0, max_ref = 0;
@@ -176,16 +192,16 @@ void CompareWithReference(const RandomModelSpec& spec, int prompt_len, int num_d
     ASSERT_LE(max_diff / max_ref, 1e-4) << "step " << step;
     if (step == num_decode) break;
     ids.push_back(static_cast<int32_t>(std::max_element(want.begin(), want.end()) - want.begin()));
-    ForwardBatch batch;
+    Batch batch;
     batch.sequences = {{std::span<const int32_t>(&ids.back(), 1),
                         static_cast<int32_t>(ids.size()) - 1, table, true}};
-    (*model)->Forward(batch, arena.view(), pool, logits.data());
+    (*model)->Forward(batch, arena.views(), pool, logits.data());
     want = (*ref)->Step(ids.back());
   }
 }
 
 TEST(LlamaRandomModelTest, TiedOutputScaledPartialRopeMqaMatchesReference) {
-  RandomModelSpec spec;
+  RandomSpec spec;
   spec.tied_output = true;
   spec.num_kv_heads = 1;
   spec.rope_dim = 8;
@@ -196,7 +212,7 @@ TEST(LlamaRandomModelTest, TiedOutputScaledPartialRopeMqaMatchesReference) {
 }
 
 TEST(LlamaRandomModelTest, MultiHeadAttentionMatchesReference) {
-  RandomModelSpec spec;
+  RandomSpec spec;
   spec.num_heads = 8;
   spec.num_kv_heads = 8;
   spec.num_layers = 3;

@@ -11,9 +11,9 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/dense_kv.h"
 #include "model/llama.h"
-#include "model/random_model.h"
+#include "model/llama_random.h"
+#include "support/kv_arena.h"
 
 namespace kvserve::model {
 namespace {
@@ -46,38 +46,40 @@ std::vector<Logits> RunPlans(LlamaModel& model, const std::vector<SeqPlan>& plan
     num_blocks =
         std::max(num_blocks, *std::max_element(p.block_table.begin(), p.block_table.end()) + 1);
   }
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
                       4, num_blocks);
   ThreadPool pool(num_threads);
+  std::vector<std::span<const int32_t>> tables;  // (plans): one KV group each
+  for (const SeqPlan& p : plans) tables.emplace_back(p.block_table);
   std::vector<SeqState> states(plans.size());
   std::vector<float> logits;
   for (;;) {
-    ForwardBatch batch;
+    Batch batch;
     std::vector<size_t> owners;  // plan index of each sequence of the batch
     for (size_t i = 0; i < plans.size(); ++i) {
       const SeqPlan& p = plans[i];
       SeqState& s = states[i];
       if (s.logits.size() == static_cast<size_t>(p.num_decode) + 1) continue;
       SequenceInput in;
-      in.block_table = p.block_table;
+      in.block_tables = std::span<const std::span<const int32_t>>(tables).subspan(i, 1);
       if (s.consumed < p.prompt.size()) {
         const size_t chunk = std::min<size_t>(p.chunks[s.chunk_index++ % p.chunks.size()],
                                               p.prompt.size() - s.consumed);
         in.tokens = std::span<const int32_t>(p.prompt).subspan(s.consumed, chunk);
         in.start_pos = static_cast<int32_t>(s.consumed);
         s.consumed += chunk;
-        in.want_logits = s.consumed == p.prompt.size();
+        in.num_logits = s.consumed == p.prompt.size() ? 1 : 0;
       } else {
         in.tokens = std::span<const int32_t>(&s.generated.back(), 1);
         in.start_pos = static_cast<int32_t>(p.prompt.size() + s.generated.size() - 1);
-        in.want_logits = true;
+        in.num_logits = 1;
       }
-      if (in.want_logits) owners.push_back(i);
+      if (in.num_logits > 0) owners.push_back(i);
       batch.sequences.push_back(in);
     }
     if (batch.sequences.empty()) break;
     logits.assign(owners.size() * c.vocab_size, 0.0f);
-    model.Forward(batch, arena.view(), pool, logits.data());
+    model.Forward(batch, arena.views(), pool, logits.data());
     for (size_t r = 0; r < owners.size(); ++r) {
       const float* row = logits.data() + r * c.vocab_size;
       SeqState& s = states[owners[r]];
@@ -113,11 +115,13 @@ class DeterminismTest : public ::testing::TestWithParam<std::tuple<tensor::DType
 
 TEST_P(DeterminismTest, LogitsIndependentOfBatchChunkingAndThreads) {
   const auto [weight_dtype, kv_dtype] = GetParam();
-  RandomModelSpec spec;
-  spec.matrix_dtype = weight_dtype;
+  LlamaSpec spec;
   spec.num_heads = 4;
   spec.num_kv_heads = 2;  // GQA, kv row 2 * 16 = 32 values: one block of every dtype
-  auto file = gguf::GgufFile::FromBuffer(RandomModelWriter(spec).Serialize());
+  RandomWeights weights;
+  weights.matrix_type = weight_dtype;
+  weights.norm_spread = 0.1f;
+  auto file = gguf::GgufFile::FromBuffer(LlamaRandomWriter(spec, weights)->Serialize());
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   LoadOptions options;
   options.max_batch_tokens = 96;
@@ -128,7 +132,7 @@ TEST_P(DeterminismTest, LogitsIndependentOfBatchChunkingAndThreads) {
   const int vocab = static_cast<int>(model.config().vocab_size);
 
   // Block size 4: 48 positions need 12 blocks. Alone: blocks 0..11; batched: scattered.
-  SeqPlan target{RandomTokens(40, vocab, 7), {40}, ContiguousBlockTable(0, 12), 8};
+  SeqPlan target{RandomTokens(40, vocab, 7), {40}, testing::ContiguousBlockTable(0, 12), 8};
   const std::vector<Logits> alone = RunPlans(model, {target}, kv_dtype, 2);
   ASSERT_EQ(alone[0].size(), 9u);
 

@@ -12,9 +12,9 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/dense_kv.h"
 #include "model/llama.h"
 #include "reference_llama.h"
+#include "support/kv_arena.h"
 
 namespace kvserve::model {
 namespace {
@@ -78,15 +78,16 @@ TEST(LlamaGoldenTest, Stories260KGreedyMatchesFloat64Reference) {
   auto pieces = file->GetStringArray("tokenizer.ggml.tokens");
   ASSERT_TRUE(pieces.ok());
 
-  SimpleKvArena arena(5, static_cast<int>(c.kv_row_elems()), tensor::DType::kF32, 16, 8);
-  const std::vector<int32_t> table = ContiguousBlockTable(0, 8);
+  testing::SimpleKvArena arena(5, static_cast<int>(c.kv_row_elems()), tensor::DType::kF32, 16, 8);
+  const std::vector<int32_t> table_ids = testing::ContiguousBlockTable(0, 8);
+  const std::span<const int32_t> table[] = {table_ids};
   ThreadPool pool(2);
   std::vector<float> logits(c.vocab_size);
   std::vector<double> ref_logits;
   for (int32_t t : kPrompt) ref_logits = (*ref)->Step(t);
-  ForwardBatch batch;
+  Batch batch;
   batch.sequences = {{kPrompt, 0, table, true}};
-  model.Forward(batch, arena.view(), pool, logits.data());
+  model.Forward(batch, arena.views(), pool, logits.data());
 
   std::vector<int32_t> ids = kPrompt;
   for (int step = 0; step < 64; ++step) {
@@ -99,7 +100,7 @@ TEST(LlamaGoldenTest, Stories260KGreedyMatchesFloat64Reference) {
     ids.push_back(next);
     const int32_t pos = static_cast<int32_t>(ids.size()) - 1;
     batch.sequences = {{std::span<const int32_t>(&ids.back(), 1), pos, table, true}};
-    model.Forward(batch, arena.view(), pool, logits.data());
+    model.Forward(batch, arena.views(), pool, logits.data());
     ref_logits = (*ref)->Step(next);
   }
   const std::string text = Decode(*pieces, ids);

@@ -13,7 +13,7 @@ namespace kvserve::model {
 namespace {
 
 V41Config ReadBack(const V41ModelSpec& spec) {
-  auto file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec).Serialize());
+  auto file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec)->Serialize());
   CHECK(file.ok()) << file.status().ToString();
   Result<V41Config> config = ReadV41Config(**file);
   CHECK(config.ok()) << config.status().ToString();
@@ -88,16 +88,16 @@ TEST(V41Layout, MiniArenaBytesEqualTheFormula) {
 TEST(V41Layout, BadMetadataIsAStatus) {
   V41ModelSpec spec = *FindV41Preset("v41-flash-shape");
   spec.config.sources = {{2, 200}};  // ratio above the window
-  auto file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec).Serialize());
+  auto file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec)->Serialize());
   ASSERT_TRUE(file.ok());
   EXPECT_FALSE(ReadV41Config(**file).ok());
   spec = *FindV41Preset("v41-flash-shape");
   spec.config.sources = {{8, 2}, {2, 2}};  // not increasing
-  file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec).Serialize());
+  file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec)->Serialize());
   EXPECT_FALSE(ReadV41Config(**file).ok());
   spec = *FindV41Preset("v41-flash-shape");
   spec.config.latent_dim = 500;  // not a multiple of 32
-  file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec).Serialize());
+  file = gguf::GgufFile::FromBuffer(V41ModelWriter(spec)->Serialize());
   EXPECT_FALSE(ReadV41Config(**file).ok());
   EXPECT_FALSE(FindV41Preset("huge").ok());
 }

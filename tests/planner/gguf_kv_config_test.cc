@@ -37,7 +37,7 @@ class V41Gguf : public ::testing::Test {
     Result<model::V41ModelSpec> spec = model::FindV41Preset("mini");
     ASSERT_TRUE(spec.ok());
     spec->with_weights = false;
-    ASSERT_TRUE(model::V41ModelWriter(*spec).Write(path_).ok());
+    ASSERT_TRUE(model::V41ModelWriter(*spec)->Write(path_).ok());
   }
   void TearDown() override { fs::remove(path_); }
   std::string path_;
@@ -68,7 +68,7 @@ TEST_F(V41Gguf, PlannerUsesTheServersConfig) {
     for (const char* dtype : {"auto", "fp4"}) {  // trained formats ignore the flag
       Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 1024, chunk, dtype);
       ASSERT_TRUE(planned.ok()) << planned.status().ToString();
-      // What engine/v41_runner.cc builds at startup.
+      // What engine::ResolveKvLayout builds at startup.
       ExpectSameConfig(*planned, model::MakeV41KvLayout(*v41, 16, 1024, chunk).kv_config);
     }
   }
@@ -88,7 +88,7 @@ TEST(GgufKvConfig, FlashShapeGgufMatchesThePreset) {
           .string();
   Result<model::V41ModelSpec> spec = model::FindV41Preset("v41-flash-shape");
   ASSERT_TRUE(spec.ok());
-  ASSERT_TRUE(model::V41ModelWriter(*spec).Write(path).ok());
+  ASSERT_TRUE(model::V41ModelWriter(*spec)->Write(path).ok());
   Result<ModelDesc> gguf = LoadGgufModel(path);
   fs::remove(path);
   ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
@@ -119,12 +119,12 @@ TEST(GgufKvConfig, Stories260KDtypeAndTp) {
   ASSERT_TRUE(file.ok());
   Result<model::ModelConfig> mc = model::ReadModelConfig(**file);
   ASSERT_TRUE(mc.ok()) << mc.status().ToString();
-  // The engine's llama path: ParseKvCacheDType(flag, ModelActivationDType) + MakeKvCacheConfig.
+  // The engine's path (engine::ResolveKvLayout): MakeModelKvLayout over the file's KV shape.
   for (const char* flag : {"auto", "f32", "f16", "bf16", "q8_0", "fp8", "fp4"}) {
     SCOPED_TRACE(flag);
-    Result<DType> dtype = kv::ParseKvCacheDType(flag, model::ModelActivationDType(**file));
-    ASSERT_TRUE(dtype.ok());
-    const kv::KvCacheConfig engine = model::MakeKvCacheConfig(*mc, *dtype, 16, 512, 2048);
+    Result<model::ModelKvLayout> layout = model::MakeModelKvLayout(**file, {flag, 16, 512, 2048});
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    const kv::KvCacheConfig& engine = layout->config;
     Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 512, 2048, flag);
     ASSERT_TRUE(planned.ok()) << planned.status().ToString();
     ExpectSameConfig(*planned, engine);

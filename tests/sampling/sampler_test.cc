@@ -317,16 +317,17 @@ TEST(SamplingParamsTest, ValidateRejectsOutOfRange) {
   EXPECT_TRUE(ok.Validate().ok());
 }
 
-TEST(SamplingParamsTest, CheckFinish) {
+TEST(SamplingParamsTest, IsStopToken) {
   SamplingParams p;
   p.stop_token_ids = {7};
   p.max_tokens = 3;
-  EXPECT_EQ(CheckFinish(p, 5, 1, 2), std::nullopt);
-  EXPECT_EQ(CheckFinish(p, 2, 1, 2), FinishReason::kStop);
-  EXPECT_EQ(CheckFinish(p, 7, 1, 2), FinishReason::kStop);
-  EXPECT_EQ(CheckFinish(p, 5, 3, 2), FinishReason::kLength);
+  EXPECT_FALSE(IsStopToken(p, 5, 2));
+  EXPECT_TRUE(IsStopToken(p, 2, 2));  // EOS
+  EXPECT_TRUE(IsStopToken(p, 7, 2));  // a stop token id
+  EXPECT_FALSE(IsStopToken(p, 5, std::nullopt));
   p.ignore_eos = true;
-  EXPECT_EQ(CheckFinish(p, 2, 1, 2), std::nullopt);
+  EXPECT_FALSE(IsStopToken(p, 2, 2));
+  EXPECT_TRUE(IsStopToken(p, 7, 2));
 }
 
 }  // namespace

@@ -70,7 +70,7 @@ class LowerTierTest : public ::testing::Test {
   }
 
   void Add(RequestId id, std::vector<TokenId> prompt) {
-    ASSERT_TRUE(scheduler_->AddRequest({id, std::move(prompt), 2, ""}).ok());
+    scheduler_->AddRequest({id, std::move(prompt), 2, ""});
   }
 
   static const ScheduledRequest* Find(const SchedulerOutput& out, RequestId id) {

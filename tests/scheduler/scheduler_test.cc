@@ -162,19 +162,6 @@ TEST(SchedulerTraceTest, ARequestTooLargeForTheWholeCacheFailsAloneAndOthersFini
   )");
 }
 
-TEST(SchedulerTraceTest, AdmissionErrors) {
-  ExpectTracePasses(R"(
-    config blocks=32 block_size=4 max_model_len=32
-    add A prompt=30 max=8 expect_error=OUT_OF_RANGE
-    add B prompt=0 max=8 expect_error=INVALID_ARGUMENT
-    add C prompt=4 max=0 expect_error=INVALID_ARGUMENT
-    add D prompt=24 max=8
-    add E prompt=32 max=1 expect_error=OUT_OF_RANGE
-    step
-    expect running=D
-  )");
-}
-
 TEST(SchedulerTraceTest, StopTokensAndAbortFreeBlocks) {
   ExpectTracePasses(R"(
     config blocks=16 block_size=4

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -248,7 +249,7 @@ TEST_F(ToolsTest, InspectPrintsTensorsParametersAndKvCost) {
   EXPECT_NE(r.output.find("KV cache: 65504 tokens (block size 32)"), std::string::npos)
       << r.output;
 
-  r = RunKvserve("inspect --json --kv-type q8_0 " + path);
+  r = RunKvserve("inspect --json --kv-cache-dtype q8_0 " + path);
   ASSERT_EQ(r.exit_code, 0) << r.output;
   nlohmann::json j = nlohmann::json::parse(r.output, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(j.is_discarded()) << r.output;
@@ -354,6 +355,40 @@ TEST(GenerateTest, JsonLinesCarryLogprobs) {
   }
   EXPECT_EQ(lines, 4) << r.output;
   EXPECT_GT(negative, 0) << "no logprob computed: " << r.output;
+}
+
+// A new user's `kvserve serve MODEL` runs on every core (EngineConfig's default), and says so.
+TEST(ServeDefaultsTest, ServeUsesEveryCoreByDefault) {
+  const std::string model = server::testing::TestModelPath();
+  if (model.empty()) GTEST_SKIP() << "../shared/models/stories260K.gguf is absent";
+  server::testing::ServerProcess server;
+  ASSERT_TRUE(server.Start(model, {}, 30)) << server.error() << server.Log();
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  EXPECT_NE(server.Log().find(", " + std::to_string(cores) + " threads, "), std::string::npos)
+      << server.Log();
+  EXPECT_EQ(server.Stop(10), 0);
+}
+
+// The engine flags are one declaration and one parser: a bad value is the same clear error
+// for every command that takes it, before any model is opened.
+TEST(EngineFlagsTest, BadValuesAreTheSameErrorEverywhere) {
+  const std::string model = "/nonexistent/model.gguf";  // flags fail first
+  const std::vector<std::string> commands = {"serve " + model, "bench throughput " + model,
+                                             "generate " + model + " -p x", "inspect " + model};
+  for (const auto& [flag, message] : std::vector<std::pair<std::string, std::string>>{
+           {"--kv-cache-memory-bytes 0", "--kv-cache-memory-bytes must be greater than 0"},
+           {"--kv-cache-memory-bytes lots", "lots"},
+           {"--block-size 3", "block"},
+           {"--kv-cache-dtype fp7", "fp7"},
+           {"--max-model-len -4", "--max-model-len must be at least 1"}}) {
+    for (const std::string& command : commands) {
+      RunResult r = RunKvserve(command + " " + flag);
+      EXPECT_EQ(r.exit_code, 1) << command << " " << flag << ": " << r.output;
+      EXPECT_NE(r.output.find(message), std::string::npos) << command << " " << flag << ": "
+                                                           << r.output;
+      EXPECT_EQ(r.output.find("No such file"), std::string::npos) << r.output;
+    }
+  }
 }
 
 // `kvserve bench serve --shared-prefix-len` against the real server: every prompt shares its
