@@ -152,16 +152,16 @@ Status Engine::ValidateRequest(const EngineRequest& request) const {
           fmt::format("prompt token {} is outside the vocabulary [0, {})", t, vocab_size()));
     }
   }
-  const int64_t max_len = max_model_len();
-  const int64_t max_tokens = request.params.max_tokens.value_or(1);
-  if (num_prompt + max_tokens > max_len) {
-    return OutOfRange(fmt::format(
-        "This model's maximum context length (--max-model-len) is {} tokens. However, you "
-        "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
-        "of the prompt or the completion.",
-        max_len, num_prompt + max_tokens, num_prompt, max_tokens));
-  }
-  return Status::Ok();
+  return CheckContextLength(num_prompt, request.params.max_tokens.value_or(1), max_model_len());
+}
+
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
+  if (num_prompt_tokens + max_tokens <= max_model_len) return Status::Ok();
+  return OutOfRange(fmt::format(
+      "This model's maximum context length (--max-model-len) is {} tokens. However, you "
+      "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
+      "of the prompt or the completion.",
+      max_model_len, num_prompt_tokens + max_tokens, num_prompt_tokens, max_tokens));
 }
 
 Result<ValidRequest> Engine::Validate(EngineRequest request) const {

@@ -188,6 +188,10 @@ class Engine {
   MetricsSnapshot metrics_;
 };
 
+// OutOfRange, in vLLM's words, when a prompt of num_prompt_tokens plus max_tokens more exceeds
+// max_model_len. Engine::ValidateRequest's length check (the simulator applies it too).
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len);
+
 // The max-model-len an engine will run with: `requested` (or the context length) when the
 // budget holds one request that long; otherwise the longest that fits when not requested
 // (warning logged), InvalidArgument when requested. Exposed for tests.
