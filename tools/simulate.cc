@@ -15,26 +15,22 @@
 #include <limits>
 
 #include "core/units.h"
-#include "kv/config.h"
 #include "sim/report.h"
 #include "sim/setup.h"
 #include "sim/svg.h"
 #include "tools/commands.h"
+#include "tools/engine_flags.h"
 
 namespace kvserve::tools {
 namespace {
 
 struct SimulateFlags {
   sim::SimKnobs knobs;
-  std::string kv_cache_memory;
-  std::string kv_transfer_config;
-  std::string kv_offloading_size;
+  EngineFlags engine;  // the serve knobs (tools/engine_flags.h)
   std::string cpu_offload_weights;
   std::string input_len_dist;
   std::string output_len_dist;
   std::string arrivals = "even";
-  int64_t max_model_len = 0;
-  bool no_prefix_caching = false;
   bool json = false;
   std::string format = "text";
   std::string output;
@@ -56,20 +52,7 @@ std::vector<std::string> Split(const std::string& text, char sep) {
 // The flags' text values into knobs (each bad value: an error naming its flag).
 Result<sim::SimKnobs> ToKnobs(const SimulateFlags& f) {
   sim::SimKnobs k = f.knobs;
-  if (!f.kv_cache_memory.empty()) {
-    KV_ASSIGN_OR_RETURN(k.kv_cache_memory_bytes, kv::ParseKvBudget(f.kv_cache_memory));
-  }
-  if (f.max_model_len > 0) k.max_model_len = f.max_model_len;
-  k.enable_prefix_caching = !f.no_prefix_caching;
-  if (!f.kv_transfer_config.empty() && !f.kv_offloading_size.empty()) {
-    return InvalidArgument("give --kv-transfer-config or --kv-offloading-size, not both");
-  }
-  if (!f.kv_transfer_config.empty()) {
-    KV_ASSIGN_OR_RETURN(k.offload, offload::ParseKvTransferConfig(f.kv_transfer_config));
-  }
-  if (!f.kv_offloading_size.empty()) {
-    KV_ASSIGN_OR_RETURN(k.offload, offload::OffloadConfigFromSize(f.kv_offloading_size));
-  }
+  KV_ASSIGN_OR_RETURN(k.engine, ResolveEngineFlags(f.engine));
   k.cpu_offload_weights = Split(f.cpu_offload_weights, ',');
   if (!f.input_len_dist.empty()) {
     KV_ASSIGN_OR_RETURN(k.workload.input_dist,
@@ -165,21 +148,13 @@ Status RunSimulate(const SimulateFlags& f) {
 }
 
 void AddEngineKnobs(CLI::App* cmd, SimulateFlags& f) {
-  sim::SimKnobs& k = f.knobs;
-  cmd->add_option("--tp,--tensor-parallel-size", k.tp, "tensor-parallel ranks")->capture_default_str();
-  cmd->add_option("--max-num-seqs", k.max_num_seqs)->capture_default_str();
-  cmd->add_option("--max-num-batched-tokens", k.max_num_batched_tokens)->capture_default_str();
-  cmd->add_option("--max-model-len", f.max_model_len, "default: the model's, lowered to fit");
-  cmd->add_option("--block-size", k.block_size)->capture_default_str();
-  cmd->add_option("--kv-cache-dtype", k.kv_cache_dtype)->capture_default_str();
-  cmd->add_option("--kv-cache-memory-bytes,--kv-cache-memory", f.kv_cache_memory,
-                  "KV budget per device (default: --gpu's plan, or serve's CPU default)");
-  cmd->add_option("--gpu-memory-utilization", k.gpu_memory_utilization)->capture_default_str();
+  AddEngineFlags(cmd, f.engine, EngineFlagSet::kServe);  // the serve knobs (--threads unused)
+  cmd->add_option("--tp,--tensor-parallel-size", f.knobs.tp, "tensor-parallel ranks")
+      ->capture_default_str();
+  cmd->add_option("--gpu-memory-utilization", f.knobs.gpu_memory_utilization)
+      ->capture_default_str();
   cmd->add_option("--cpu-offload-weights", f.cpu_offload_weights,
                   "weight parts kept in CPU memory (e.g. engram), with --gpu");
-  cmd->add_flag("--no-enable-prefix-caching", f.no_prefix_caching);
-  cmd->add_option("--kv-transfer-config", f.kv_transfer_config, "KV tiers, as serve");
-  cmd->add_option("--kv-offloading-size", f.kv_offloading_size, "a CPU KV tier of GiB, as serve");
 }
 
 void AddWorkload(CLI::App* cmd, SimulateFlags& f) {

@@ -38,7 +38,8 @@ Result<Model> LoadModel(const std::string& name) {
 // The per-device KV budget: the flag, the planner's pool on a --gpu device, or serve's CPU
 // default.
 Result<uint64_t> KvBudget(const SimKnobs& k, const Model& model) {
-  if (k.kv_cache_memory_bytes) return *k.kv_cache_memory_bytes;
+  const engine::EngineConfig& e = k.engine;
+  if (e.kv_cache_bytes) return *e.kv_cache_bytes;
   if (k.gpu.empty()) {
     if (!k.cpu_offload_weights.empty()) {
       return InvalidArgument("--cpu-offload-weights needs --gpu (a device whose memory is planned)");
@@ -50,12 +51,12 @@ Result<uint64_t> KvBudget(const SimKnobs& k, const Model& model) {
   o.tp = k.tp;
   o.num_gpus = k.tp;
   o.gpu_memory_utilization = k.gpu_memory_utilization;
-  o.max_model_len = k.max_model_len.value_or(model.desc.max_model_len);
-  o.max_num_seqs = k.max_num_seqs;
-  o.max_num_batched_tokens = k.max_num_batched_tokens;
-  o.kv_cache_dtype = k.kv_cache_dtype;
+  o.max_model_len = e.max_model_len.value_or(model.desc.max_model_len);
+  o.max_num_seqs = e.max_num_seqs;
+  o.max_num_batched_tokens = e.max_num_batched_tokens;
+  o.kv_cache_dtype = e.kv_cache_dtype;
   o.cpu_offload_parts = k.cpu_offload_weights;
-  o.block_size = k.block_size;
+  o.block_size = e.block_size;
   KV_ASSIGN_OR_RETURN(planner::Plan plan, planner::MakePlan(model.desc, device, o));
   if (plan.kv_pool_bytes <= 0) {
     return InvalidArgument(fmt::format(
@@ -74,14 +75,15 @@ Result<HardwareProfile> LoadHardware(const SimKnobs& k) {
 }
 
 std::vector<std::string> Knobs(const SimKnobs& k, const SimSetup& s) {
+  const engine::EngineConfig& e = k.engine;
   std::vector<std::string> out = {
-      fmt::format("max-num-seqs {}", k.max_num_seqs),
-      fmt::format("max-num-batched-tokens {}", k.max_num_batched_tokens),
+      fmt::format("max-num-seqs {}", e.max_num_seqs),
+      fmt::format("max-num-batched-tokens {}", e.max_num_batched_tokens),
       fmt::format("max-model-len {}", s.scheduler.max_model_len),
-      fmt::format("block-size {}", k.block_size),
-      fmt::format("kv-cache-dtype {}", k.kv_cache_dtype),
+      fmt::format("block-size {}", e.block_size),
+      fmt::format("kv-cache-dtype {}", e.kv_cache_dtype),
       fmt::format("KV budget {} per rank", FormatBytes(s.kv_budget_bytes))};
-  if (!k.enable_prefix_caching) out.push_back("no prefix caching");
+  if (!e.enable_prefix_caching) out.push_back("no prefix caching");
   if (!k.cpu_offload_weights.empty()) {
     out.push_back(fmt::format("weights in CPU memory: {}", fmt::join(k.cpu_offload_weights, ",")));
   }
@@ -92,28 +94,30 @@ std::vector<std::string> Knobs(const SimKnobs& k, const SimSetup& s) {
 }  // namespace
 
 Result<PreparedSim> Prepare(const SimKnobs& k) {
+  const engine::EngineConfig& e = k.engine;
+  if (e.speculative) return Unimplemented("speculative decoding is not simulated");
   KV_ASSIGN_OR_RETURN(Model model, LoadModel(k.model));
   KV_ASSIGN_OR_RETURN(HardwareProfile hardware, LoadHardware(k));
   if (k.tp < 1) return InvalidArgument("--tp must be at least 1");
-  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(k.block_size));
+  KV_RETURN_IF_ERROR(kv::ValidateBlockSize(e.block_size));
   KV_ASSIGN_OR_RETURN(const uint64_t budget, KvBudget(k, model));
   const int64_t context = model.desc.max_model_len;
   KV_ASSIGN_OR_RETURN(kv::KvCacheConfig at_context,
-                      planner::PlanKvConfig(model.desc, k.tp, k.block_size, context,
-                                            k.max_num_batched_tokens, k.kv_cache_dtype));
+                      planner::PlanKvConfig(model.desc, k.tp, e.block_size, context,
+                                            e.max_num_batched_tokens, e.kv_cache_dtype));
   KV_ASSIGN_OR_RETURN(const int64_t max_model_len,
-                      engine::ResolveMaxModelLen(at_context, budget, context, k.max_model_len));
-  PreparedSim p{SimSetup{}, CostModel{}, RunLabel{}, {}};
+                      engine::ResolveMaxModelLen(at_context, budget, context, e.max_model_len));
+  PreparedSim p;
   SimSetup& s = p.setup;
   KV_ASSIGN_OR_RETURN(s.kv_config,
-                      planner::PlanKvConfig(model.desc, k.tp, k.block_size, max_model_len,
-                                            k.max_num_batched_tokens, k.kv_cache_dtype));
-  s.scheduler = {k.max_num_seqs, k.max_num_batched_tokens, max_model_len};
+                      planner::PlanKvConfig(model.desc, k.tp, e.block_size, max_model_len,
+                                            e.max_num_batched_tokens, e.kv_cache_dtype));
+  s.scheduler = {e.max_num_seqs, e.max_num_batched_tokens, max_model_len};
   KV_RETURN_IF_ERROR(scheduler::ValidateSchedulerConfig(s.scheduler));
   s.kv_budget_bytes = budget;
-  s.enable_prefix_caching = k.enable_prefix_caching;
-  if (k.offload) {
-    s.offload = *k.offload;
+  s.enable_prefix_caching = e.enable_prefix_caching;
+  if (e.offload) {
+    s.offload = *e.offload;
     s.offload->cpu_bytes_to_use /= static_cast<uint64_t>(k.tp);
   }
   s.vocab_size = static_cast<int32_t>(model.compute.vocab_size);
@@ -144,26 +148,27 @@ using Setter = std::function<Status(SimKnobs&, const std::string& name, const st
 const std::map<std::string, Setter>& Setters() {
   static const std::map<std::string, Setter> setters = {
       {"max-num-batched-tokens",
-       [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.max_num_batched_tokens); }},
-      {"max-num-seqs", [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.max_num_seqs); }},
+       [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.engine.max_num_batched_tokens); }},
+      {"max-num-seqs", [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.engine.max_num_seqs); }},
       {"max-model-len",
        [](SimKnobs& k, const auto& n, const auto& v) {
          int64_t len = 0;
          KV_RETURN_IF_ERROR(ParseInto(n, v, len));
-         k.max_model_len = len;
+         k.engine.max_model_len = len;
          return Status::Ok();
        }},
-      {"block-size", [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.block_size); }},
+      {"block-size", [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.engine.block_size); }},
       {"tp", [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.tp); }},
       {"kv-cache-dtype",
-       [](SimKnobs& k, const auto&, const auto& v) {
-         k.kv_cache_dtype = v;
+       [](SimKnobs& k, const auto&, const auto& v) -> Status {
+         KV_RETURN_IF_ERROR(kv::ParseKvCacheDType(v, tensor::DType::kF16).status());
+         k.engine.kv_cache_dtype = v;
          return Status::Ok();
        }},
       {"kv-cache-memory-bytes",
        [](SimKnobs& k, const auto&, const auto& v) -> Status {
          KV_ASSIGN_OR_RETURN(uint64_t bytes, kv::ParseKvBudget(v));
-         k.kv_cache_memory_bytes = bytes;
+         k.engine.kv_cache_bytes = bytes;
          return Status::Ok();
        }},
       {"gpu-memory-utilization",
@@ -173,7 +178,7 @@ const std::map<std::string, Setter>& Setters() {
       {"kv-offloading-size",
        [](SimKnobs& k, const auto&, const auto& v) -> Status {
          KV_ASSIGN_OR_RETURN(offload::OffloadConfig c, offload::OffloadConfigFromSize(v));
-         k.offload = c;
+         k.engine.offload = c;
          return Status::Ok();
        }},
       {"enable-prefix-caching",
@@ -181,7 +186,7 @@ const std::map<std::string, Setter>& Setters() {
          if (v != "true" && v != "false") {
            return InvalidArgument(fmt::format("--sweep {}: '{}' is not true or false", n, v));
          }
-         k.enable_prefix_caching = v == "true";
+         k.engine.enable_prefix_caching = v == "true";
          return Status::Ok();
        }},
   };

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/status.h"
-#include "offload/config.h"
+#include "engine/engine.h"
 #include "sim/cost_model.h"
 #include "sim/report.h"
 #include "sim/simulator.h"
@@ -32,15 +32,12 @@ struct SimKnobs {
   std::string profile;  // calibrated profile file; empty with --gpu
   int tp = 1;
   double gpu_memory_utilization = 0.9;
-  std::optional<int64_t> max_model_len;
-  int max_num_seqs = 256;
-  int64_t max_num_batched_tokens = 2048;
-  std::string kv_cache_dtype = "auto";
-  int block_size = 16;
-  bool enable_prefix_caching = true;
-  std::optional<uint64_t> kv_cache_memory_bytes;  // per device
-  std::vector<std::string> cpu_offload_weights;   // weight parts in CPU memory (--gpu only)
-  std::optional<offload::OffloadConfig> offload;  // for the whole TP group
+  std::vector<std::string> cpu_offload_weights;  // weight parts in CPU memory (--gpu only)
+  // The serve knobs, resolved by tools/engine_flags.h like every command's: max_num_seqs,
+  // max_num_batched_tokens, max_model_len, block_size, kv_cache_bytes (per device),
+  // kv_cache_dtype, enable_prefix_caching, offload (for the whole TP group). speculative is
+  // not simulated (InvalidArgument); num_threads is the profile's.
+  engine::EngineConfig engine;
   WorkloadSpec workload;
 };
 

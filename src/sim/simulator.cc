@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "engine/engine.h"
 #include "kv/kv_cache_manager.h"
 #include "sim/simulated_tiers.h"
 
@@ -90,12 +91,19 @@ void Run::AddArrivals() {
     RequestTiming& r = result_.requests[next_];
     r.arrival = spec.arrival;
     r.input_len = spec.input_len;
+    // What Engine::ValidateRequest checks of a request the workload made (lengths >= 1 by
+    // construction): prompt + output within max-model-len.
+    Status s = engine::CheckContextLength(spec.input_len, spec.output_len,
+                                          setup_.scheduler.max_model_len);
+    if (!s.ok()) {
+      Fail(next_, fmt::format("request {}: {}", next_, s.message()));
+      continue;
+    }
     scheduler::NewRequest request;
     request.id = IdOf(next_);
     request.prompt = PromptTokens(spec, next_, setup_.seed, setup_.vocab_size);
     request.max_tokens = spec.output_len;
-    Status s = scheduler_->AddRequest(std::move(request));
-    if (!s.ok()) Fail(next_, fmt::format("request {}: {}", next_, s.message()));
+    scheduler_->AddRequest(std::move(request));
   }
 }
 

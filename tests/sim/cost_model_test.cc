@@ -265,9 +265,13 @@ TEST(ModelCompute, FromAGgufTensorTable) {
       ++heads;
       EXPECT_EQ(x.params, 512.0 * 64);
     }
-    if (x.name == "attn_q") EXPECT_EQ(x.params, 64 * 64);
-    if (x.name == "attn_k") EXPECT_EQ(x.params, 64 * 32);
-    if (x.name == "ffn_up") EXPECT_EQ(x.params, 64 * 172);
+    if (x.name == "attn_q") {
+      EXPECT_EQ(x.params, 64 * 64);
+    } else if (x.name == "attn_k") {
+      EXPECT_EQ(x.params, 64 * 32);
+    } else if (x.name == "ffn_up") {
+      EXPECT_EQ(x.params, 64 * 172);
+    }
     if (!x.logits_only) {
       EXPECT_EQ(x.num_layers, 5) << x.name;
       per_token += x.params * x.num_layers;

@@ -40,7 +40,7 @@ TEST(Simulator, OneRequestsClockIsTheSumOfItsStepCosts) {
   k.workload.num_prompts = 1;
   k.workload.input_len = 100;
   k.workload.output_len = 3;
-  k.max_num_batched_tokens = 64;
+  k.engine.max_num_batched_tokens = 64;
   Result<PreparedSim> p = Prepare(k);
   ASSERT_TRUE(p.ok()) << p.status().ToString();
   Result<SimResult> r = Simulate(p->setup, p->cost, p->workload);
@@ -89,14 +89,14 @@ TEST(Simulator, SharedPrefixesHitThePrefixCache) {
   EXPECT_EQ(r.stats.prefix_query_tokens, 40 * 1000);
   EXPECT_EQ(r.stats.prefix_hit_tokens, 39 * 800);
   EXPECT_NEAR(Summarize(r).prefix_hit_rate, 39 * 800 / queried, 1e-12);
-  k.enable_prefix_caching = false;
+  k.engine.enable_prefix_caching = false;
   EXPECT_EQ(MustRun(k).stats.prefix_hit_tokens, 0);
 }
 
 TEST(Simulator, ASmallBudgetPreempts) {
   SimKnobs k = Llama8bOnH200();
-  k.kv_cache_memory_bytes = 64ull << 20;  // 512 tokens of 128 KiB: room for one request
-  k.max_model_len = 400;
+  k.engine.kv_cache_bytes = 64ull << 20;  // 512 tokens of 128 KiB: room for one request
+  k.engine.max_model_len = 400;
   k.workload.num_prompts = 6;
   k.workload.input_len = 200;
   k.workload.output_len = 150;
@@ -112,8 +112,8 @@ TEST(Simulator, AnOffloadedPrefixIsLoadedFromTheCpuTier) {
   SimKnobs k = Llama8bOnH200();
   // A device pool of ~100 blocks, a CPU tier of 1 GiB: prompt groups cycle, so a group's
   // prefix has left the device pool by the time it comes back, and is still in the CPU tier.
-  k.kv_cache_memory_bytes = 200ull << 20;
-  k.max_model_len = 1200;
+  k.engine.kv_cache_bytes = 200ull << 20;
+  k.engine.max_model_len = 1200;
   k.workload.num_prompts = 30;
   k.workload.input_len = 1024;
   k.workload.output_len = 4;
@@ -122,20 +122,20 @@ TEST(Simulator, AnOffloadedPrefixIsLoadedFromTheCpuTier) {
   k.workload.request_rate = 5;
   Result<offload::OffloadConfig> tiers = offload::OffloadConfigFromSize("1");
   ASSERT_TRUE(tiers.ok());
-  k.offload = *tiers;
+  k.engine.offload = *tiers;
   const SimResult r = MustRun(k);
   ASSERT_EQ(r.tiers.size(), 1u);
   EXPECT_GT(r.tiers[0].hits, 0);
   EXPECT_GT(r.tiers[0].stores, 0);
   EXPECT_GT(r.stats.prefix_loaded_tokens, 0);
   EXPECT_EQ(r.tiers[0].bytes_loaded, r.tiers[0].hits * 16 * 128 * 1024);  // 2 MiB per block
-  k.offload.reset();
+  k.engine.offload.reset();
   EXPECT_LT(MustRun(k).stats.prefix_hit_tokens, r.stats.prefix_hit_tokens);
 }
 
 TEST(Simulator, SameInputsSameOutputsBitForBit) {
   SimKnobs k = Llama8bOnH200();
-  k.kv_cache_memory_bytes = 300ull << 20;
+  k.engine.kv_cache_bytes = 300ull << 20;
   k.workload.num_prompts = 200;
   k.workload.request_rate = 40;
   k.workload.arrivals = Arrivals::kPoisson;
@@ -144,7 +144,7 @@ TEST(Simulator, SameInputsSameOutputsBitForBit) {
   k.workload.shared_prefix_len = 128;
   k.workload.num_prefix_groups = 4;
   k.workload.seed = 7;
-  k.offload = *offload::OffloadConfigFromSize("0.5");
+  k.engine.offload = *offload::OffloadConfigFromSize("0.5");
   const SimResult a = MustRun(k);
   const SimResult b = MustRun(k);
   EXPECT_GT(a.stats.num_preemptions + a.stats.prefix_loaded_tokens, 0);
@@ -187,10 +187,10 @@ TEST(Simulator, BadSetupsAreClearErrors) {
   EXPECT_FALSE(SetKnob(k, "max-num-seqs", "many").ok());
   EXPECT_FALSE(SetKnob(k, "colour", "1").ok());
   ASSERT_TRUE(SetKnob(k, "max-num-batched-tokens", "8192").ok());
-  EXPECT_EQ(k.max_num_batched_tokens, 8192);
+  EXPECT_EQ(k.engine.max_num_batched_tokens, 8192);
   // A request longer than max-model-len is rejected, the others run.
   k = Llama8bOnH200();
-  k.max_model_len = 310;
+  k.engine.max_model_len = 310;
   const SimResult r = MustRun(k);
   EXPECT_EQ(r.num_errors, 50);
   EXPECT_NE(r.first_error.find("maximum context length"), std::string::npos);
