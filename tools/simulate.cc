@@ -15,6 +15,7 @@
 #include <limits>
 
 #include "core/units.h"
+#include "sim/calibrate.h"
 #include "sim/report.h"
 #include "sim/setup.h"
 #include "sim/svg.h"
@@ -35,6 +36,7 @@ struct SimulateFlags {
   std::string format = "text";
   std::string output;
   std::string sweep;
+  std::string calibrate;  // MODEL.gguf to measure this machine with
 };
 
 std::vector<std::string> Split(const std::string& text, char sep) {
@@ -118,7 +120,27 @@ std::string Render(const std::string& format, const std::string& sweep_knob,
          sim::FormatSweepTable(sweep_knob, rows);
 }
 
+// --calibrate: measure, fit, write the profile to -o and a table of the fit to stdout.
+Status RunCalibrate(const SimulateFlags& f) {
+  if (f.output.empty() || f.output == "-") {
+    return InvalidArgument("--calibrate needs -o FILE for the profile");
+  }
+  sim::CalibrationOptions o;
+  o.model_path = f.calibrate;
+  KV_ASSIGN_OR_RETURN(o.engine, ResolveEngineFlags(f.engine));
+  KV_ASSIGN_OR_RETURN(sim::Calibration c, sim::Calibrate(o));
+  KV_RETURN_IF_ERROR(WriteOutput(f.output, sim::ProfileToJson(c.profile, c.notes_json)));
+  fmt::print("Calibrated {} on {} ({} threads)\n| shape | measured ms | predicted ms |\n|---|---|---|\n",
+             f.calibrate, c.profile.description, o.engine.NumThreads());
+  for (const sim::CalibrationPoint& p : c.points) {
+    fmt::print("| {} | {:.2f} | {:.2f} |\n", p.label, p.measured * 1e3, p.predicted * 1e3);
+  }
+  fmt::print("RMS log error {:.3f}; profile written to {}\n", c.rms_log_error, f.output);
+  return Status::Ok();
+}
+
 Status RunSimulate(const SimulateFlags& f) {
+  if (!f.calibrate.empty()) return RunCalibrate(f);
   const std::string format = f.json ? "json" : f.format;
   if (format != "text" && format != "json" && format != "svg") {
     return InvalidArgument(fmt::format("--format must be text, json or svg, got '{}'", format));
@@ -191,6 +213,8 @@ void RegisterSimulate(CLI::App& app) {
   cmd->add_option("--format", f->format, "text | json | svg")->capture_default_str();
   cmd->add_option("-o,--output", f->output, "write the report here (default: stdout)");
   cmd->add_option("--sweep", f->sweep, "KNOB=V1,V2,...: one run per value, one table");
+  cmd->add_option("--calibrate", f->calibrate,
+                  "MODEL.gguf: time this machine's kernels, write the profile to -o");
   cmd->callback([f] { ReportFailure("simulate", RunSimulate(*f)); });
 }
 

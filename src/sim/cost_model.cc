@@ -158,7 +158,7 @@ void CostModel::AddGemm(int64_t tokens, int64_t sampled, StepCost& cost) const {
 
 void CostModel::AddAttention(std::span<const SequenceWork> batch, StepCost& cost) const {
   const double flops_rate = hardware_.AttentionFlops();
-  const double bandwidth = hardware_.MemoryBandwidth();
+  const double bandwidth = hardware_.AttentionBandwidth();
   const int k = static_cast<int>(OpKind::kAttention);
   for (const Group& g : groups_) {
     Work layer;

@@ -62,6 +62,8 @@ Status ParseProfileFields(const Json& j, HardwareProfile& p) {
   KV_ASSIGN_OR_RETURN(p.attention_flops, planner::NumberField(j, "attention_flops", 0.0));
   KV_ASSIGN_OR_RETURN(p.memory_bandwidth,
                       planner::NumberField(j, "memory_bandwidth", std::nullopt, /*positive=*/true));
+  KV_ASSIGN_OR_RETURN(p.attention_bandwidth,
+                      planner::NumberField(j, "attention_bandwidth", 0.0));
   KV_ASSIGN_OR_RETURN(p.link_bandwidth, planner::NumberField(j, "link_bandwidth", 0.0));
   KV_ASSIGN_OR_RETURN(p.link_latency, planner::NumberField(j, "link_latency", 0.0));
   KV_ASSIGN_OR_RETURN(p.host_link_bandwidth, planner::NumberField(j, "host_link_bandwidth", 0.0));
@@ -69,7 +71,7 @@ Status ParseProfileFields(const Json& j, HardwareProfile& p) {
   KV_ASSIGN_OR_RETURN(p.step_overhead, planner::NumberField(j, "step_overhead", 0.0));
   KV_ASSIGN_OR_RETURN(p.sequence_overhead, planner::NumberField(j, "sequence_overhead", 0.0));
   KV_ASSIGN_OR_RETURN(p.token_overhead, planner::NumberField(j, "token_overhead", 0.0));
-  for (double v : {p.attention_flops, p.link_bandwidth, p.link_latency, p.host_link_bandwidth,
+  for (double v : {p.attention_flops, p.attention_bandwidth, p.link_bandwidth, p.link_latency, p.host_link_bandwidth,
                    p.sampling_rate, p.step_overhead, p.sequence_overhead, p.token_overhead}) {
     if (v < 0) return InvalidArgument("rates, latencies and overheads must not be negative");
   }
@@ -154,6 +156,7 @@ std::string ProfileToJson(const HardwareProfile& p, std::string_view notes_json)
   for (const auto& [dtype, flops] : p.peak_flops) j["peak_flops"][dtype] = flops;
   j["attention_flops"] = p.attention_flops;
   j["memory_bandwidth"] = p.memory_bandwidth;
+  j["attention_bandwidth"] = p.attention_bandwidth;
   j["link_bandwidth"] = p.link_bandwidth;
   j["link_latency"] = p.link_latency;
   j["host_link_bandwidth"] = p.host_link_bandwidth;

@@ -12,7 +12,8 @@
 //
 // Format ({} objects, numbers in SI units: FLOP/s, bytes/s, seconds):
 //   {"peak_flops": {"bf16": 989.4e12, "fp8": 1978.9e12, ...}, "attention_flops": 0,
-//    "memory_bandwidth": 4.8e12, "link_bandwidth": 450e9, "link_latency": 10e-6,
+//    "memory_bandwidth": 4.8e12, "attention_bandwidth": 0, "link_bandwidth": 450e9,
+//    "link_latency": 10e-6,
 //    "host_link_bandwidth": 64e9, "sampling_rate": 0,
 //    "efficiency": {"gemm": 0.7, "memory": 0.8, "attention": 0.5, "link": 0.8,
 //                   "host_link": 0.8},
@@ -53,6 +54,7 @@ struct HardwareProfile {
   std::map<std::string, double> peak_flops;  // FLOP/s by dtype name ("bf16", "fp8", "q8_0")
   double attention_flops = 0;      // FLOP/s of attention math; 0: peak_flops["bf16"]
   double memory_bandwidth = 0;     // bytes/s
+  double attention_bandwidth = 0;  // bytes/s of KV reads; 0: memory_bandwidth x memory eff.
   double link_bandwidth = 0;       // bytes/s each way to another rank (NVLink); 0: none
   double link_latency = 0;         // seconds per all-reduce
   double host_link_bandwidth = 0;  // bytes/s each way to host memory (PCIe)
@@ -72,6 +74,9 @@ struct HardwareProfile {
   Result<double> GemmFlops(std::string_view dtype) const;
   double AttentionFlops() const;  // (attention_flops or peak bf16) x efficiency.attention
   double MemoryBandwidth() const { return memory_bandwidth * efficiency.memory; }
+  double AttentionBandwidth() const {
+    return attention_bandwidth > 0 ? attention_bandwidth : MemoryBandwidth();
+  }
   double LinkBandwidth() const { return link_bandwidth * efficiency.link; }
 };
 
