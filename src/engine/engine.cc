@@ -67,25 +67,33 @@ Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
   return model::MakeModelKvLayout(shape, options);
 }
 
-Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
-  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
-  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, ResolveKvLayout(*file, config));
+  LoadedModel m;
+  m.file = std::move(opened);
+  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*m.file));
+  m.architecture = arch->name;
+  KV_ASSIGN_OR_RETURN(m.layout, ResolveKvLayout(*m.file, config));
   model::LoadOptions load;
   load.max_batch_tokens = config.max_num_batched_tokens;
-  load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
+  load.max_context_tokens = static_cast<int32_t>(m.layout.config.max_model_len);
   load.max_threads = config.NumThreads();
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
+  KV_ASSIGN_OR_RETURN(m.model, arch->load(m.file, load));
+  m.fingerprint = model::MakeFingerprint(*m.file, arch->name, m.layout.config);
+  return m;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(path, config));
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(*file, arch->name, layout.config);
+  kv_options.fingerprint = m.fingerprint;
   std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*m.file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  return Create(std::move(model), layout.config, kv_options, config, eos);
+  return Create(std::move(m.model), m.layout.config, kv_options, config, eos);
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,

@@ -199,6 +199,19 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
                                    uint64_t budget_bytes, int64_t context_length,
                                    std::optional<int64_t> requested);
 
+// A GGUF model as Engine::Load loads it: the architecture from the registry, the KV layout
+// from ResolveKvLayout, the weights mapped (load options from config: batch tokens, context,
+// threads) and the fingerprint of (file, architecture, layout). For Engine::Load and for tools
+// that run the model directly (`kvserve simulate --calibrate`).
+struct LoadedModel {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::string architecture;
+  model::ModelKvLayout layout;
+  std::unique_ptr<model::Model> model;
+  kv::ModelFingerprint fingerprint;
+};
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config);
+
 // THE KV layout a GGUF model runs with under `config`: model::MakeModelKvLayout over the file's
 // KV shape, at the max-model-len ResolveMaxModelLen gives for config's budget. Engine::Load,
 // `kvserve inspect` and the capacity tests all call this, so what they print is what serve

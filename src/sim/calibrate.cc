@@ -13,7 +13,6 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "kv/kv_cache_manager.h"
-#include "model/architecture.h"
 #include "sampling/sampler.h"
 
 namespace kvserve::sim {
@@ -197,50 +196,44 @@ std::string NotesJson(const CalibrationOptions& o, const Calibration& c, int thr
 
 Result<Calibration> Calibrate(const CalibrationOptions& o) {
   const std::vector<double> load_before = LoadAverage();
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(o.model_path));
-  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
-  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
-  KV_ASSIGN_OR_RETURN(ModelCompute compute, ComputeFromGguf(*file));
-  KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(*file));
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> header, gguf::GgufFile::Open(o.model_path));
+  KV_ASSIGN_OR_RETURN(ModelCompute compute, ComputeFromGguf(*header));
+  KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(*header));
   engine::EngineConfig config = o.engine;
   config.kv_cache_bytes = o.kv_arena_bytes;
   config.max_model_len = std::min<int64_t>(shape.context_length, o.quick ? 64 : 4096 + 1);
   config.max_num_batched_tokens = o.quick ? 64 : 2048 + 64;
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, engine::ResolveKvLayout(*file, config));
-  model::LoadOptions load;
-  load.max_batch_tokens = config.max_num_batched_tokens;
-  load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
-  load.max_threads = config.NumThreads();
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
+  KV_ASSIGN_OR_RETURN(engine::LoadedModel loaded, engine::LoadModel(o.model_path, config));
+  const kv::KvCacheConfig& layout = loaded.layout.config;
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = false;
-  kv_options.fingerprint = model::MakeFingerprint(*file, arch->name, layout.config);
+  kv_options.fingerprint = loaded.fingerprint;
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
-                      kv::KvCacheManager::Create(layout.config, o.kv_arena_bytes, kv_options));
+                      kv::KvCacheManager::Create(layout, o.kv_arena_bytes, kv_options));
   Calibration c;
-  StepTimer timer(*model, *kv, config.NumThreads());
+  StepTimer timer(*loaded.model, *kv, config.NumThreads());
   for (auto& [label, batch] : Grid(o.quick)) {
     int64_t longest = 0;
     for (const SequenceWork& w : batch) {
       longest = std::max(longest, w.num_computed_tokens + w.num_new_tokens);
     }
-    if (longest > layout.config.max_model_len) continue;  // past the model's context
+    if (longest > layout.max_model_len) continue;  // past the model's context
     KV_ASSIGN_OR_RETURN(double seconds, timer.Time(batch, o.quick ? 1 : o.repeats));
     c.points.push_back({label, batch, seconds, 0});
   }
-  c.profile = FitProfile(compute, layout.config, StartingPoint(compute, c.points), c.points);
+  c.profile = FitProfile(compute, layout, StartingPoint(compute, c.points), c.points);
   double sum = 0;
   for (const CalibrationPoint& p : c.points) sum += std::pow(std::log(p.predicted / p.measured), 2);
   c.rms_log_error = std::sqrt(sum / static_cast<double>(c.points.size()));
   KV_ASSIGN_OR_RETURN(TierSpeeds tiers,
-                      MeasureTierSpeeds(layout.config, kv->capacity().groups.at(0).block_bytes));
+                      MeasureTierSpeeds(layout, kv->capacity().groups.at(0).block_bytes));
   c.profile.cpu_tier = tiers.cpu;
   c.profile.file_tier = tiers.file;
   c.profile.name = "cpu (calibrated)";
   c.profile.description = fmt::format("{}, {} threads, calibrated on {}", CpuModelName(),
                                       config.NumThreads(), o.model_path);
   c.notes_json = NotesJson(o, c, config.NumThreads(), load_before,
-                           kv::DescribeKvFormats(layout.config));
+                           kv::DescribeKvFormats(layout));
   return c;
 }
 
