@@ -106,6 +106,11 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput&
   CHECK_GT(n, 0) << "running request " << r.id << " has nothing to compute";
   while (!kv_->AllocateSlots(r.id, r.num_computed_tokens, n)) {
     if (running_.size() == 1) {
+      // The last running request. Blocks that requests off the running list hold (tier loads
+      // in flight, or back from one and waiting) are not a reason to fail it: release the
+      // waiting ones' (their loaded blocks stay in the prefix cache), or wait for the loads.
+      if (ReleaseParkedBlocks()) continue;
+      if (!loading_.empty()) return false;
       FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
                                      "cache holds ({} tokens so far)", r.id, r.NumTokens()),
                       out);
@@ -176,14 +181,15 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
         r.tokens, r.cache_salt, r.use_lower_tiers ? connector_ : nullptr);
     if (hit.num_load_blocks > 0) {
       if (StartLoad(r, std::move(hit))) continue;
-      if (!running_.empty()) return;
+      if (!running_.empty() || WaitForOthersBlocks()) return;
       r.use_lower_tiers = false;  // the hit alone does not fit: try without the tiers
       continue;
     }
     const int64_t num_cached = hit.num_cached_tokens;
     const int64_t n = std::min(r.NumTokens() - num_cached, step.budget);
     if (!kv_->AllocateNew(r.id, std::move(hit), n)) {
-      if (!running_.empty()) return;  // wait for running requests to free blocks
+      // Wait for running requests, or for loads, to free blocks (parked ones are released).
+      if (!running_.empty() || WaitForOthersBlocks()) return;
       waiting_.pop_front();
       running_.push_back(r.id);  // FinishWithError removes it from running_
       FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
@@ -249,6 +255,22 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     r.pending_loads.clear();
     waiting_.push_front(r.id);
   }
+}
+
+bool Scheduler::WaitForOthersBlocks() {
+  ReleaseParkedBlocks();
+  return !loading_.empty();
+}
+
+bool Scheduler::ReleaseParkedBlocks() {
+  bool released = false;
+  for (RequestId id : waiting_) {
+    if (!kv_->HasRequest(id)) continue;
+    kv_->Free(id);
+    requests_.at(id)->num_computed_tokens = 0;
+    released = true;
+  }
+  return released;
 }
 
 void Scheduler::Preempt(RequestId victim, StepState& step, SchedulerOutput& out) {
