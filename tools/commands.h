@@ -22,6 +22,7 @@ void RegisterServe(CLI::App& app);      // serve.cc
 void RegisterSimulate(CLI::App& app);   // simulate.cc
 void RegisterBenchServe(CLI::App* bench);  // bench_serve.cc: `bench serve`
 void RegisterBenchOffload(CLI::App* bench);  // bench_offload.cc: `bench offload`
+void RegisterBenchCompare(CLI::App* bench);  // bench_compare.cc: `bench compare`
 
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();

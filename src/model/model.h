@@ -9,9 +9,9 @@
 // Contract of Forward (DESIGN.md section 5): for every sequence, write its tokens' KV into the
 // cache through its block tables, read its KV of [0, last position] back as stored, and write
 // the logits of its last num_logits tokens (one for a decode or a prompt's last chunk; 1 + k
-// when k drafted tokens are verified, model/model.h's speculative decoding). A sequence's logits depend only on its own
-// tokens and KV: never on the rest of the batch, on how its prompt was chunked or on the thread
-// count.
+// when k drafted tokens are verified, model/model.h's speculative decoding). A sequence's logits
+// depend only on its own tokens and KV: never on the rest of the batch, on how its prompt was
+// chunked or on the thread count.
 #pragma once
 
 #include <cstdint>
@@ -58,6 +58,11 @@ struct KvViews {
 
 // The views of every group of `kv`.
 KvViews ViewsOf(const kv::KvCacheManager& kv);
+// Groups [first_group, first_group + num_groups) of `views`, layers (slots) [first_layer,
+// first_layer + num_layers) renumbered from 0: what each of two models whose layouts
+// AppendLayout joined reads.
+KvViews SubViews(const KvViews& views, int first_group, int num_groups, int first_layer,
+                 int num_layers);
 
 // Sizes a model allocates its scratch for, at load.
 struct LoadOptions {

@@ -111,8 +111,10 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput&
       // waiting ones' (their loaded blocks stay in the prefix cache), or wait for the loads.
       if (ReleaseParkedBlocks()) continue;
       if (!loading_.empty()) return false;
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens so far)", r.id, r.NumTokens()),
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens so far)",
+                                  r.id, r.NumTokens()),
                       out);
       return false;
     }
@@ -173,27 +175,32 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
         continue;
       }
       if (!running_.empty()) return;  // wait for running requests to free blocks
-      kv_->Free(r.id);  // its loaded blocks stay in the prefix cache: admit it afresh
+      kv_->Free(r.id);                // its loaded blocks stay in the prefix cache: admit it afresh
       r.num_computed_tokens = 0;
       continue;
     }
-    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(
-        r.tokens, r.cache_salt, r.use_lower_tiers ? connector_ : nullptr);
+    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(r.tokens, r.cache_salt,
+                                                     r.use_lower_tiers ? connector_ : nullptr);
     if (hit.num_load_blocks > 0) {
       if (StartLoad(r, std::move(hit))) continue;
-      if (!running_.empty() || WaitForOthersBlocks()) return;
+      if (!running_.empty()) return;        // wait for running requests to free blocks
+      if (ReleaseParkedBlocks()) continue;  // parked requests' blocks are free now: again
+      if (!loading_.empty()) return;        // wait for the loads in flight
       r.use_lower_tiers = false;  // the hit alone does not fit: try without the tiers
       continue;
     }
     const int64_t num_cached = hit.num_cached_tokens;
     const int64_t n = std::min(r.NumTokens() - num_cached, step.budget);
     if (!kv_->AllocateNew(r.id, std::move(hit), n)) {
-      // Wait for running requests, or for loads, to free blocks (parked ones are released).
-      if (!running_.empty() || WaitForOthersBlocks()) return;
+      if (!running_.empty()) return;        // wait for running requests to free blocks
+      if (ReleaseParkedBlocks()) continue;  // parked requests' blocks are free now: again
+      if (!loading_.empty()) return;        // wait for the loads in flight
       waiting_.pop_front();
       running_.push_back(r.id);  // FinishWithError removes it from running_
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens)", r.id, r.NumTokens()),
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens)",
+                                  r.id, r.NumTokens()),
                       out);
       continue;
     }
@@ -255,11 +262,6 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     r.pending_loads.clear();
     waiting_.push_front(r.id);
   }
-}
-
-bool Scheduler::WaitForOthersBlocks() {
-  ReleaseParkedBlocks();
-  return !loading_.empty();
 }
 
 bool Scheduler::ReleaseParkedBlocks() {

@@ -171,9 +171,6 @@ class Scheduler {
   // Frees the blocks of waiting requests that hold some (back from a tier load, not yet
   // readmitted); they will look their prefix up again. True when any was freed.
   bool ReleaseParkedBlocks();
-  // With nothing running and the queue's head not fitting: releases parked blocks and says
-  // whether loads in flight still hold some (then the head waits; otherwise it cannot fit).
-  bool WaitForOthersBlocks();
   void Preempt(RequestId victim, StepState& step, SchedulerOutput& out);
   void FinishWithError(Request& r, std::string message, SchedulerOutput& out);
   void Remove(RequestId id);

@@ -60,9 +60,9 @@ inline void FakeModel::Forward(const model::Batch& batch, const model::KvViews& 
     const size_t first_logit = seq.tokens.size() - static_cast<size_t>(seq.num_logits);
     for (size_t i = 0; i < seq.tokens.size(); ++i) {
       const int64_t pos = seq.start_pos + static_cast<int64_t>(i);
-      h = fake_model_internal::Mix(
-          h ^ fake_model_internal::Mix(static_cast<uint64_t>(seq.tokens[i]) +
-                                       (static_cast<uint64_t>(pos) << 32)));
+      h = fake_model_internal::Mix(h ^
+                                   fake_model_internal::Mix(static_cast<uint64_t>(seq.tokens[i]) +
+                                                            (static_cast<uint64_t>(pos) << 32)));
       *fake_model_internal::KSlot(kv, table, pos) = h;
       if (i < first_logit) continue;
       float* out = logits + row * vocab_size_;
