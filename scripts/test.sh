@@ -7,6 +7,7 @@ scripts/setup.sh
 jobs=$(nproc)
 scripts/build.sh release
 (cd tests/server/openai_client && npm install --no-audit --no-fund --silent) || echo "warning: npm install failed; the openai client test will be skipped"
+(cd tests/server/dashboard_browser && npm install --no-audit --no-fund --silent) || echo "warning: npm install failed; the dashboard browser test will be skipped"
 (cd build && ctest --output-on-failure -j "$jobs" --timeout 900)
 scripts/build.sh asan
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1

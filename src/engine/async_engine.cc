@@ -32,7 +32,8 @@ void RequestStream::Push(RequestOutput output) {
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
     : engine_(std::move(engine)),
       offload_(engine_->offload()),
-      max_model_len_(engine_->max_model_len()) {
+      max_model_len_(engine_->max_model_len()),
+      kv_settings_(MakeKvSettings(*engine_)) {
   metrics_ = engine_->Metrics();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -43,6 +44,7 @@ AsyncEngine::~AsyncEngine() {
     stop_ = true;
   }
   cv_.notify_all();
+  kv_snapshot_cv_.notify_all();
   thread_.join();
 }
 
@@ -75,18 +77,50 @@ MetricsSnapshot AsyncEngine::Metrics() const {
   return metrics_;
 }
 
+std::shared_ptr<const KvSnapshot> AsyncEngine::KvState(std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  const uint64_t want = kv_snapshot_sequence_ + 1;
+  kv_snapshot_wanted_ = true;
+  cv_.notify_all();
+  if (!kv_snapshot_cv_.wait_for(lock, timeout,
+                                [&] { return stop_ || kv_snapshot_sequence_ >= want; })) {
+    return nullptr;
+  }
+  return stop_ ? nullptr : kv_snapshot_;
+}
+
+void AsyncEngine::PublishKvSnapshot() {
+  const uint64_t sequence = [&] {
+    std::lock_guard<std::mutex> lock(mu_);
+    return kv_snapshot_sequence_ + 1;
+  }();
+  const double uptime_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+  auto snapshot = std::make_shared<const KvSnapshot>(
+      TakeKvSnapshot(*engine_, kv_settings_, sequence, uptime_s));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kv_snapshot_ = std::move(snapshot);
+    kv_snapshot_sequence_ = sequence;
+  }
+  kv_snapshot_cv_.notify_all();
+}
+
 void AsyncEngine::Loop() {
   while (true) {
     std::vector<Pending> adds;
     std::vector<RequestId> aborts;
+    bool want_kv_snapshot = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stop_ || !inbox_.empty() || !aborts_.empty() || engine_->HasUnfinished();
+        return stop_ || !inbox_.empty() || !aborts_.empty() || kv_snapshot_wanted_ ||
+               engine_->HasUnfinished();
       });
       if (stop_) break;  // inbox_ is drained below
       adds.swap(inbox_);
       aborts.swap(aborts_);
+      std::swap(want_kv_snapshot, kv_snapshot_wanted_);
     }
     ApplyInbox(std::move(adds), std::move(aborts));
     std::vector<RequestOutput> outputs;
@@ -99,6 +133,7 @@ void AsyncEngine::Loop() {
       metrics_ = std::move(snapshot);
     }
     Dispatch(std::move(outputs));
+    if (want_kv_snapshot) PublishKvSnapshot();  // after the step: a step boundary
   }
   // Shutting down: everything still open ends with kAbort.
   std::vector<Pending> never_started;

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_snapshot.h"
 
 namespace kvserve::engine {
 
@@ -67,6 +68,10 @@ class AsyncEngine {
   // empty without tiers. Thread-safe.
   std::string OffloadPrometheus() const;
   int64_t max_model_len() const { return max_model_len_; }
+  // The KV cache's state (engine/kv_snapshot.h), copied by the loop thread at the next step
+  // boundary (at once when idle); callers that ask during one step share one snapshot. Null
+  // when the engine stops or `timeout` passes first. Thread-safe.
+  std::shared_ptr<const KvSnapshot> KvState(std::chrono::milliseconds timeout);
 
  private:
   struct Pending {
@@ -77,6 +82,7 @@ class AsyncEngine {
   void Loop();
   void ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
   void Dispatch(std::vector<RequestOutput> outputs);
+  void PublishKvSnapshot();  // loop thread
 
   std::unique_ptr<Engine> engine_;
   const offload::OffloadManager* offload_;  // engine_'s tiers (thread-safe), or null
@@ -89,6 +95,12 @@ class AsyncEngine {
   std::vector<RequestId> aborts_;
   bool stop_ = false;
   MetricsSnapshot metrics_;
+  bool kv_snapshot_wanted_ = false;
+  uint64_t kv_snapshot_sequence_ = 0;  // of kv_snapshot_
+  std::shared_ptr<const KvSnapshot> kv_snapshot_;
+  std::condition_variable kv_snapshot_cv_;
+  const KvSettings kv_settings_;  // fixed at construction
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only
   std::thread thread_;  // last: starts after everything above exists

@@ -136,6 +136,7 @@ void OffloadManager::Finish(LoadState* state) {
   r.num_loaded = 0;
   while (r.num_loaded < r.payloads.size() && r.payloads[r.num_loaded]) {
     ++r.blocks_per_tier[static_cast<int>(*state->found_in[r.num_loaded])];
+    r.tiers.push_back(*state->found_in[r.num_loaded]);
     ++r.num_loaded;
   }
   for (size_t i = r.num_loaded; i < r.payloads.size(); ++i) r.payloads[i] = nullptr;

@@ -89,10 +89,27 @@ std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::millisec
       continue;
     }
     const LoadResult result = p.result.get();
-    done.push_back({p.id, CopyIn(p, result)});
+    done.push_back({p.id, CopyIn(p, result), TokensPerTier(p, result)});
   }
   pending_ = std::move(still);
   return done;
+}
+
+std::vector<int64_t> TieredKvConnector::TokensPerTier(const Pending& pending,
+                                                      const LoadResult& result) const {
+  // loads are ordered by table index, then group: one run of entries per index.
+  std::vector<int64_t> tokens(3, 0);
+  const int64_t block_size = kv_->config().block_size;
+  for (size_t i = 0; i < result.num_loaded;) {
+    int slowest = 0;
+    size_t j = i;
+    for (; j < result.num_loaded && pending.loads[j].index == pending.loads[i].index; ++j) {
+      slowest = std::max(slowest, static_cast<int>(result.tiers[j]));
+    }
+    tokens[static_cast<size_t>(slowest)] += block_size;
+    i = j;
+  }
+  return tokens;
 }
 
 void TieredKvConnector::CancelLoad(kv::RequestId id) {

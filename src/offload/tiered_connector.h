@@ -56,6 +56,8 @@ class TieredKvConnector final : public kv::KvConnector {
   std::span<const std::byte> BlockBytes(int group, kv::BlockId block) const;
   // Copies the leading run of `result` into the device blocks; returns its length.
   size_t CopyIn(const Pending& pending, const LoadResult& result);
+  // FinishedLoad::tokens_per_tier of a load (indexed by TierKind).
+  std::vector<int64_t> TokensPerTier(const Pending& pending, const LoadResult& result) const;
 
   struct Memo {
     bool present = false;

@@ -186,6 +186,7 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
     }
     r.num_cached_tokens = num_cached;
     r.num_loaded_tokens = 0;
+    r.loaded_tokens_per_tier.clear();
     r.num_computed_tokens = num_cached;
     Admit(r, n, step, out);
   }
@@ -233,6 +234,7 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
       for (const kv::BlockLoad& l : loads) ++per_group[l.group];
       r.num_loaded_tokens =
           *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
+      r.loaded_tokens_per_tier = done.tokens_per_tier;
     } else {  // what arrived is cached now; recompute the rest without the tiers
       kv_->Free(r.id);
       r.num_computed_tokens = 0;

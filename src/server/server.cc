@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "core/log.h"
+#include "server/kv_dashboard_httplib.h"
 #include "server/responses.h"
 
 namespace kvserve::server {
@@ -113,7 +114,9 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
       chat_template_(chat_template),
       parse_context_{&tokenizer_, &chat_template_, options_.served_model_name},
       admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests),
-      http_(std::make_unique<httplib::Server>()) {
+      http_(std::make_unique<httplib::Server>()),
+      dashboard_(std::make_unique<KvDashboard>(
+          engine, KvDashboardOptions{.model_name = options_.served_model_name})) {
   const int threads = std::max(options_.num_http_threads, 4);
   http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   http_->set_payload_max_length(options_.max_body_bytes);
@@ -181,6 +184,7 @@ void Server::RegisterRoutes() {
   http_->Post("/tokenize", [this](const Request& req, Response& res) { HandleTokenize(req, res); });
   http_->Post("/detokenize",
               [this](const Request& req, Response& res) { HandleDetokenize(req, res); });
+  AddKvDashboardRoutes(*http_, *dashboard_);
 }
 
 void Server::HandleMetrics(httplib::Response& res) {
@@ -285,6 +289,7 @@ void Server::Shutdown(std::chrono::duration<double> drain_timeout) {
       KV_LOG(WARNING, "requests still in flight at shutdown");
     }
   }
+  dashboard_->Stop();  // ends the event streams, which would hold the listener's threads
   {
     std::lock_guard<std::mutex> lock(shutdown_mu_);
     if (!serving_) return;  // Serve() will see shut_down_ and return

@@ -23,6 +23,7 @@
 
 #include "core/status.h"
 #include "engine/async_engine.h"
+#include "server/kv_dashboard.h"
 #include "server/metrics_text.h"
 #include "server/protocol.h"
 #include "tokenizer/chat_template.h"
@@ -106,6 +107,7 @@ class Server {
   ParseContext parse_context_;
   Admission admission_;
   std::unique_ptr<httplib::Server> http_;
+  std::unique_ptr<KvDashboard> dashboard_;  // /v1/kv/*, /dashboard
   std::atomic<int64_t> next_request_ = 0;
   std::atomic<int64_t> num_rejected_ = 0;
   std::mutex shutdown_mu_;
