@@ -43,10 +43,11 @@ std::string Model110M() {
 }
 
 // An engine with kNumRequests requests all decoding.
-std::unique_ptr<Engine> LoadedEngine(const std::string& path, uint64_t kv_bytes) {
+std::unique_ptr<Engine> LoadedEngine(const std::string& path, uint64_t kv_bytes,
+                                     int64_t max_model_len) {
   EngineConfig config;
   config.kv_cache_bytes = kv_bytes;
-  config.max_model_len = 1024;
+  config.max_model_len = max_model_len;
   config.num_threads = kThreads;
   Result<std::unique_ptr<Engine>> engine = Engine::Load(path, config);
   CHECK(engine.ok()) << engine.status().ToString();
@@ -54,7 +55,7 @@ std::unique_ptr<Engine> LoadedEngine(const std::string& path, uint64_t kv_bytes)
   for (int i = 0; i < kNumRequests; ++i) {
     EngineRequest r;
     for (int t = 0; t < kPromptTokens; ++t) r.prompt.push_back(1 + static_cast<int32_t>(rng() % 250));
-    r.params.max_tokens = 1024 - kPromptTokens;
+    r.params.max_tokens = max_model_len - kPromptTokens;
     r.params.ignore_eos = true;
     CHECK((*engine)->AddRequest(std::move(r)).ok());
   }
@@ -65,12 +66,13 @@ std::unique_ptr<Engine> LoadedEngine(const std::string& path, uint64_t kv_bytes)
   return std::move(engine).value();
 }
 
-void SnapshotVsStep(benchmark::State& state, const std::string& path, uint64_t kv_bytes) {
+void SnapshotVsStep(benchmark::State& state, const std::string& path, uint64_t kv_bytes,
+                    int64_t max_model_len) {
   if (!std::filesystem::exists(path)) {
     state.SkipWithError(("missing " + path).c_str());
     return;
   }
-  std::unique_ptr<Engine> engine = LoadedEngine(path, kv_bytes);
+  std::unique_ptr<Engine> engine = LoadedEngine(path, kv_bytes, max_model_len);
   const KvSettings settings = MakeKvSettings(*engine);
   double step_s = 0, snapshot_s = 0;
   int64_t n = 0;
@@ -94,13 +96,13 @@ void SnapshotVsStep(benchmark::State& state, const std::string& path, uint64_t k
 }
 
 void BM_KvSnapshot110M(benchmark::State& state) {
-  SnapshotVsStep(state, Model110M(), uint64_t{1} << 30);
+  SnapshotVsStep(state, Model110M(), uint64_t{1} << 30, 1024);
 }
 BENCHMARK(BM_KvSnapshot110M)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
 
 void BM_KvSnapshotStories260K(benchmark::State& state) {
   SnapshotVsStep(state, std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf",
-                 uint64_t{256} << 20);
+                 uint64_t{256} << 20, 512);
 }
 BENCHMARK(BM_KvSnapshotStories260K)->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);
 

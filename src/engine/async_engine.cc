@@ -44,7 +44,6 @@ AsyncEngine::~AsyncEngine() {
     stop_ = true;
   }
   cv_.notify_all();
-  kv_snapshot_cv_.notify_all();
   thread_.join();
 }
 
@@ -77,50 +76,60 @@ MetricsSnapshot AsyncEngine::Metrics() const {
   return metrics_;
 }
 
-std::shared_ptr<const KvSnapshot> AsyncEngine::KvState(std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  const uint64_t want = kv_snapshot_sequence_ + 1;
-  kv_snapshot_wanted_ = true;
-  cv_.notify_all();
-  if (!kv_snapshot_cv_.wait_for(lock, timeout,
-                                [&] { return stop_ || kv_snapshot_sequence_ >= want; })) {
-    return nullptr;
-  }
-  return stop_ ? nullptr : kv_snapshot_;
-}
-
-void AsyncEngine::PublishKvSnapshot() {
-  const uint64_t sequence = [&] {
-    std::lock_guard<std::mutex> lock(mu_);
-    return kv_snapshot_sequence_ + 1;
-  }();
-  const double uptime_s =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  auto snapshot = std::make_shared<const KvSnapshot>(
-      TakeKvSnapshot(*engine_, kv_settings_, sequence, uptime_s));
+bool AsyncEngine::RunAtStepBoundary(std::function<void(const Engine&)> fn,
+                                    std::chrono::milliseconds timeout) {
+  auto task = std::make_shared<std::packaged_task<void(const Engine&)>>(std::move(fn));
+  std::future<void> done = task->get_future();
   {
     std::lock_guard<std::mutex> lock(mu_);
-    kv_snapshot_ = std::move(snapshot);
-    kv_snapshot_sequence_ = sequence;
+    if (stop_) return false;
+    boundary_tasks_.push_back(std::move(task));
   }
-  kv_snapshot_cv_.notify_all();
+  cv_.notify_all();
+  if (done.wait_for(timeout) != std::future_status::ready) return false;
+  try {
+    done.get();
+  } catch (const std::future_error&) {  // dropped at shutdown
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<const KvSnapshot> AsyncEngine::KvState(std::chrono::milliseconds timeout) {
+  auto out = std::make_shared<std::shared_ptr<const KvSnapshot>>();
+  const bool ran = RunAtStepBoundary(
+      [this, out](const Engine& engine) {
+        const double uptime_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        *out = std::make_shared<const KvSnapshot>(
+            TakeKvSnapshot(engine, kv_settings_, ++kv_snapshot_sequence_, uptime_s));
+      },
+      timeout);
+  return ran ? *out : nullptr;
+}
+
+void AsyncEngine::RunBoundaryTasks() {
+  std::vector<std::shared_ptr<std::packaged_task<void(const Engine&)>>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(boundary_tasks_);
+  }
+  for (const auto& task : tasks) (*task)(*engine_);
 }
 
 void AsyncEngine::Loop() {
   while (true) {
     std::vector<Pending> adds;
     std::vector<RequestId> aborts;
-    bool want_kv_snapshot = false;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stop_ || !inbox_.empty() || !aborts_.empty() || kv_snapshot_wanted_ ||
+        return stop_ || !inbox_.empty() || !aborts_.empty() || !boundary_tasks_.empty() ||
                engine_->HasUnfinished();
       });
       if (stop_) break;  // inbox_ is drained below
       adds.swap(inbox_);
       aborts.swap(aborts_);
-      std::swap(want_kv_snapshot, kv_snapshot_wanted_);
     }
     ApplyInbox(std::move(adds), std::move(aborts));
     std::vector<RequestOutput> outputs;
@@ -133,13 +142,14 @@ void AsyncEngine::Loop() {
       metrics_ = std::move(snapshot);
     }
     Dispatch(std::move(outputs));
-    if (want_kv_snapshot) PublishKvSnapshot();  // after the step: a step boundary
+    RunBoundaryTasks();  // between two steps
   }
-  // Shutting down: everything still open ends with kAbort.
+  // Shutting down: everything still open ends with kAbort; boundary tasks are dropped.
   std::vector<Pending> never_started;
   {
     std::lock_guard<std::mutex> lock(mu_);
     never_started.swap(inbox_);
+    boundary_tasks_.clear();
   }
   for (Pending& p : never_started) p.stream->Push({p.id, {}, FinishReason::kAbort, ""});
   for (auto& [id, stream] : streams_) {

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -68,9 +70,12 @@ class AsyncEngine {
   // empty without tiers. Thread-safe.
   std::string OffloadPrometheus() const;
   int64_t max_model_len() const { return max_model_len_; }
-  // The KV cache's state (engine/kv_snapshot.h), copied by the loop thread at the next step
-  // boundary (at once when idle); callers that ask during one step share one snapshot. Null
-  // when the engine stops or `timeout` passes first. Thread-safe.
+  // Runs `fn` on the loop thread at the next step boundary (at once when idle), where it may
+  // read the engine, and waits for it. False when the engine stopped or `timeout` passed first
+  // (fn may then still run later, or never: it must own what it touches). Thread-safe.
+  bool RunAtStepBoundary(std::function<void(const Engine&)> fn, std::chrono::milliseconds timeout);
+  // The KV cache's state (engine/kv_snapshot.h) at the next step boundary; null when
+  // RunAtStepBoundary fails. Thread-safe.
   std::shared_ptr<const KvSnapshot> KvState(std::chrono::milliseconds timeout);
 
  private:
@@ -82,7 +87,7 @@ class AsyncEngine {
   void Loop();
   void ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
   void Dispatch(std::vector<RequestOutput> outputs);
-  void PublishKvSnapshot();  // loop thread
+  void RunBoundaryTasks();  // loop thread
 
   std::unique_ptr<Engine> engine_;
   const offload::OffloadManager* offload_;  // engine_'s tiers (thread-safe), or null
@@ -95,11 +100,9 @@ class AsyncEngine {
   std::vector<RequestId> aborts_;
   bool stop_ = false;
   MetricsSnapshot metrics_;
-  bool kv_snapshot_wanted_ = false;
-  uint64_t kv_snapshot_sequence_ = 0;  // of kv_snapshot_
-  std::shared_ptr<const KvSnapshot> kv_snapshot_;
-  std::condition_variable kv_snapshot_cv_;
+  std::vector<std::shared_ptr<std::packaged_task<void(const Engine&)>>> boundary_tasks_;
   const KvSettings kv_settings_;  // fixed at construction
+  uint64_t kv_snapshot_sequence_ = 0;  // loop thread only
   const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only

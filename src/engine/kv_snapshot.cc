@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <limits>
 
+#include "core/check.h"
 #include "engine/engine.h"
 
 namespace kvserve::engine {
@@ -26,22 +27,23 @@ KvGroupSnapshot CopyGroup(const kv::KvCacheManager& kv, int g) {
   out.bytes_per_token_formula = capacity.bytes_per_token.formula;
   out.num_blocks = pool.NumUsableBlocks();
   out.num_evictions = pool.num_evictions();
-  const size_t n = static_cast<size_t>(pool.num_blocks());
-  out.states.resize(n);
-  out.ref_counts.resize(n);
-  out.hashes.resize(n);
-  out.states[0] = KvBlockState::kNull;
-  for (kv::BlockId b = 1; b < pool.num_blocks(); ++b) {
-    const int32_t ref = pool.RefCount(b);
-    std::optional<kv::BlockHash> hash = pool.HashOf(b);
-    KvBlockState state = ref > 0 ? KvBlockState::kUsed
-                                 : (hash ? KvBlockState::kCached : KvBlockState::kFree);
-    out.states[b] = state;
-    out.ref_counts[b] = static_cast<uint16_t>(std::min<int32_t>(ref, 65535));
-    out.hashes[b] = hash;
-    if (state == KvBlockState::kUsed) ++out.num_used;
-    if (state == KvBlockState::kCached) ++out.num_cached;
-    if (state == KvBlockState::kFree) ++out.num_free;
+  const std::span<const kv::BlockState> states = pool.States();
+  out.states.assign(states.begin(), states.end());
+  // Byte compares over the copy (vectorized); shared blocks are few and looked up one by one.
+  int32_t num_shared = 0;
+  for (kv::BlockState s : out.states) {
+    out.num_used += s == kv::BlockState::kUsed;
+    num_shared += s == kv::BlockState::kShared;
+    out.num_cached += s == kv::BlockState::kCached;
+  }
+  out.num_used += num_shared;
+  out.num_free = out.num_blocks - out.num_used - out.num_cached;
+  out.shared_ref_counts.reserve(static_cast<size_t>(num_shared));
+  for (size_t b = 0; num_shared > 0 && b < out.states.size(); ++b) {
+    if (out.states[b] != kv::BlockState::kShared) continue;
+    const kv::BlockId id = static_cast<kv::BlockId>(b);
+    out.shared_ref_counts.emplace_back(id, pool.RefCount(id));
+    --num_shared;
   }
   return out;
 }
@@ -107,14 +109,42 @@ std::vector<KvTierSnapshot> CopyTiers(const Engine& engine) {
 
 }  // namespace
 
-const char* KvBlockStateName(KvBlockState state) {
+const char* KvBlockStateName(kv::BlockState state) {
   switch (state) {
-    case KvBlockState::kNull: return "null";
-    case KvBlockState::kFree: return "free";
-    case KvBlockState::kCached: return "cached";
-    case KvBlockState::kUsed: return "used";
+    case kv::BlockState::kNull: return "null";
+    case kv::BlockState::kFree: return "free";
+    case kv::BlockState::kCached: return "cached";
+    case kv::BlockState::kUsed: return "used";
+    case kv::BlockState::kShared: return "shared";
   }
   return "?";
+}
+
+int32_t KvGroupSnapshot::RefCount(kv::BlockId block) const {
+  const kv::BlockState s = states.at(static_cast<size_t>(block));
+  if (s == kv::BlockState::kUsed) return 1;
+  if (s != kv::BlockState::kShared) return 0;
+  auto it = std::lower_bound(shared_ref_counts.begin(), shared_ref_counts.end(),
+                             std::make_pair(block, 0));
+  CHECK(it != shared_ref_counts.end() && it->first == block) << "shared block " << block;
+  return it->second;
+}
+
+std::optional<KvBlockInfo> TakeKvBlockInfo(const Engine& engine, int group, kv::BlockId block) {
+  const kv::KvCacheManager& kv = engine.kv();
+  if (group < 0 || group >= kv.num_groups()) return std::nullopt;
+  const kv::BlockPool& pool = kv.pool(group);
+  if (block < 0 || block >= pool.num_blocks()) return std::nullopt;
+  KvBlockInfo info;
+  info.state = pool.States()[static_cast<size_t>(block)];
+  info.ref_count = block == kv::kNullBlock ? 0 : pool.RefCount(block);
+  info.hash = pool.HashOf(block);
+  if (block == kv::kNullBlock) return info;
+  for (const KvRequestSnapshot& r : CopyRequests(engine)) {
+    const std::vector<kv::BlockId>& table = r.block_tables[static_cast<size_t>(group)];
+    if (std::find(table.begin(), table.end(), block) != table.end()) info.owners.push_back(r.id);
+  }
+  return info;
 }
 
 const char* KvRequestStateName(KvRequestState state) {
@@ -177,6 +207,17 @@ Status CheckKvSnapshot(const KvSnapshot& snapshot) {
                                   group.num_used, group.num_cached, group.num_free,
                                   group.num_blocks));
     }
+    int32_t used = 0, cached = 0, free = 0;
+    for (size_t b = 1; b < group.states.size(); ++b) {
+      const kv::BlockState st = group.states[b];
+      used += st == kv::BlockState::kUsed || st == kv::BlockState::kShared;
+      cached += st == kv::BlockState::kCached;
+      free += st == kv::BlockState::kFree;
+    }
+    if (used != group.num_used || cached != group.num_cached || free != group.num_free) {
+      return Internal(fmt::format("group {}: the block states count {} used, {} cached, {} free",
+                                  g, used, cached, free));
+    }
     std::vector<int64_t> holders(group.states.size(), 0);
     for (const KvRequestSnapshot& r : snapshot.requests) {
       if (r.block_tables.size() != snapshot.groups.size()) {
@@ -187,7 +228,7 @@ Status CheckKvSnapshot(const KvSnapshot& snapshot) {
         if (b < 0 || static_cast<size_t>(b) >= holders.size()) {
           return Internal(fmt::format("request {} holds block {} outside group {}", r.id, b, g));
         }
-        if (group.states[b] != KvBlockState::kUsed) {
+        if (group.RefCount(b) == 0) {
           return Internal(fmt::format("request {} holds block {} of group {}, which is {}", r.id,
                                       b, g, KvBlockStateName(group.states[b])));
         }
@@ -195,17 +236,10 @@ Status CheckKvSnapshot(const KvSnapshot& snapshot) {
       }
     }
     for (size_t b = 1; b < holders.size(); ++b) {
-      const bool used = group.states[b] == KvBlockState::kUsed;
-      if (used && holders[b] != std::min<int64_t>(group.ref_counts[b], 65535)) {
-        return Internal(fmt::format("group {} block {}: ref count {} but {} request entries", g,
-                                    b, group.ref_counts[b], holders[b]));
-      }
-      if (!used && group.ref_counts[b] != 0) {
-        return Internal(fmt::format("group {} block {} is {} with ref count {}", g, b,
-                                    KvBlockStateName(group.states[b]), group.ref_counts[b]));
-      }
-      if (group.states[b] == KvBlockState::kCached && !group.hashes[b]) {
-        return Internal(fmt::format("group {} block {} is cached without a hash", g, b));
+      const int32_t ref = group.RefCount(static_cast<kv::BlockId>(b));
+      if (holders[b] != ref) {
+        return Internal(fmt::format("group {} block {} ({}): ref count {} but {} request entries",
+                                    g, b, KvBlockStateName(group.states[b]), ref, holders[b]));
       }
     }
   }

@@ -6,9 +6,10 @@
 //
 // TakeKvSnapshot runs on the engine thread between two steps (AsyncEngine does it when a
 // snapshot was asked for), so the copy is consistent: every in-use block is in some request's
-// table, the counts add up to the pool. It only copies (one pass over the blocks and the
-// tables); encoding happens later, on another thread. Cost, measured by bench/kv_bench.cc
-// BM_KvSnapshot against a decode step: docs/PERFORMANCE.md.
+// table, the counts add up to the pool. It only copies: each pool's state bytes (one memcpy,
+// kv::BlockPool::States), the reference counts of shared blocks, the request tables; prefix
+// hashes are not copied (TakeKvBlockInfo answers one block). Encoding happens later, on another
+// thread. Cost against a decode step: bench/kv_snapshot_bench.cc, docs/PERFORMANCE.md.
 //
 // Thread safety: a KvSnapshot is a plain value, immutable once taken and shared as
 // shared_ptr<const KvSnapshot>; TakeKvSnapshot itself must run on the engine's thread.
@@ -32,12 +33,9 @@ namespace kvserve::engine {
 
 class Engine;
 
-// One block's state. kCached = unreferenced but holding a prefix hash (evictable, reusable
-// by a prefix hit); kFree = unreferenced, no hash; kUsed = referenced by one request table or
-// more (ref_count says how many); kNull = the reserved block 0.
-enum class KvBlockState : uint8_t { kNull, kFree, kCached, kUsed };
-// "null", "free", "cached", "used".
-const char* KvBlockStateName(KvBlockState state);
+// "null", "free", "cached", "used", "shared" (kv::BlockState: cached = unreferenced but holding
+// a prefix hash, evictable and reusable by a prefix hit; shared = held by several requests).
+const char* KvBlockStateName(kv::BlockState state);
 
 struct KvGroupSnapshot {
   std::string kind;                 // kv::SpecKindName: "full_attention", ...
@@ -49,13 +47,14 @@ struct KvGroupSnapshot {
   std::string bytes_per_token_formula;
   int32_t num_blocks = 0;           // usable (the null block excluded)
   int32_t num_used = 0;             // num_used + num_cached + num_free == num_blocks
-  int32_t num_cached = 0;
+  int32_t num_cached = 0;           // (num_used counts used and shared blocks)
   int32_t num_free = 0;
   int64_t num_evictions = 0;        // cached blocks reused since start
-  // Per block id, [0, num_blocks + 1) (block 0 is the null block):
-  std::vector<KvBlockState> states;
-  std::vector<uint16_t> ref_counts;          // saturating at 65535
-  std::vector<std::optional<kv::BlockHash>> hashes;  // the prefix hash of a cached or full block
+  std::vector<kv::BlockState> states;  // [block id], block 0 (the null block) included
+  // (block, reference count) of every shared block, by id; used blocks have 1, others 0.
+  std::vector<std::pair<kv::BlockId, int32_t>> shared_ref_counts;
+
+  int32_t RefCount(kv::BlockId block) const;
 };
 
 enum class KvRequestState : uint8_t { kRunning, kWaiting, kLoading, kPreempted };
@@ -114,17 +113,29 @@ struct KvSnapshot {
   double prefix_hit_rate = 0;               // hits / queries (tokens), 0 before any query
 };
 
+// One block in full (what hovering it on the dashboard shows).
+struct KvBlockInfo {
+  kv::BlockState state = kv::BlockState::kFree;
+  int32_t ref_count = 0;
+  std::optional<kv::BlockHash> hash;
+  std::vector<scheduler::RequestId> owners;  // requests whose table holds it
+};
+
 // The settings part, computed once (it does not change while the engine runs).
 KvSettings MakeKvSettings(const Engine& engine);
+
+// Block `block` of group `group`; nullopt when either is out of range. note: on the engine
+// thread, between steps.
+std::optional<KvBlockInfo> TakeKvBlockInfo(const Engine& engine, int group, kv::BlockId block);
 
 // Copies the engine's state. note: on the engine thread, between steps.
 KvSnapshot TakeKvSnapshot(const Engine& engine, const KvSettings& settings, uint64_t sequence,
                           double uptime_s);
 
-// Checks what the dashboard relies on: per group used + cached + free == blocks; every used
-// block's reference count equals the number of request table entries holding it and every
-// table entry is a used block; cached and free blocks belong to no request. Ok or
-// Internal naming the first violation.
+// Checks what the dashboard relies on: per group used + cached + free == blocks and the states
+// agree with the counts; every used block's reference count equals the number of request
+// table entries holding it and every table entry is a used block; cached and free blocks
+// belong to no request. Ok or Internal naming the first violation.
 Status CheckKvSnapshot(const KvSnapshot& snapshot);
 
 }  // namespace kvserve::engine

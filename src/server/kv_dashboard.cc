@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <charconv>
 
 #include "server/api_error.h"
@@ -228,19 +229,16 @@ DashboardResponse KvDashboard::Block(const DashboardRequest& request) {
   if (!group || !id) {
     return Error(BadRequest("'group' and 'id' must be integers", group ? "id" : "group"));
   }
-  std::shared_ptr<const engine::KvSnapshot> snapshot;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!recent_.empty()) snapshot = recent_.back().snapshot;
+  auto info = std::make_shared<std::optional<engine::KvBlockInfo>>();
+  const int g = static_cast<int>(std::clamp<int64_t>(*group, -1, 1 << 20));
+  const kv::BlockId b = static_cast<kv::BlockId>(std::clamp<int64_t>(*id, -1, 1 << 30));
+  if (!engine_.RunAtStepBoundary(
+          [info, g, b](const engine::Engine& e) { *info = engine::TakeKvBlockInfo(e, g, b); },
+          options_.state_timeout)) {
+    return Error(Overloaded("the engine did not answer in time"));
   }
-  if (!snapshot) {
-    std::optional<Published> p = Take();
-    if (p) snapshot = p->snapshot;
-  }
-  if (!snapshot) return Error(NotFoundError("no KV state yet"));
-  std::optional<json> block = KvBlockJson(*snapshot, static_cast<int>(*group), *id);
-  if (!block) return Error(NotFoundError(fmt::format("no block {} in group {}", *id, *group)));
-  return JsonResponse(Dump(*block));
+  if (!*info) return Error(NotFoundError(fmt::format("no block {} in group {}", *id, *group)));
+  return JsonResponse(Dump(KvBlockJson(**info, g, b)));
 }
 
 DashboardResponse KvDashboard::Page(const DashboardRequest& request) const {

@@ -5,7 +5,8 @@
 //   GET /v1/kv/state[?sequence=N]   the KV state as JSON (server/kv_state_json.h), taken at the
 //                                   next step boundary; with sequence, one of the last few
 //                                   published (404 once gone): the frame a page is showing
-//   GET /v1/kv/block?group=G&id=B   one block of the latest state: its prefix hash and holders
+//   GET /v1/kv/block?group=G&id=B   one block now (at the next step boundary): state, reference
+//                                   count, prefix hash, the requests holding it
 //   GET /v1/kv/events               SSE: the same JSON every `interval` (4 a second), as
 //                                   "id: N\ndata: {...}\n\n" events
 //   GET /dashboard, /dashboard/F    the page, from files compiled into the binary

@@ -8,17 +8,6 @@ namespace kvserve::server {
 namespace {
 
 using json = nlohmann::json;
-using engine::KvBlockState;
-
-char BlockLetter(const engine::KvGroupSnapshot& g, size_t b) {
-  switch (g.states[b]) {
-    case KvBlockState::kNull: return 'n';
-    case KvBlockState::kFree: return 'f';
-    case KvBlockState::kCached: return 'c';
-    case KvBlockState::kUsed: return g.ref_counts[b] > 1 ? 's' : 'u';
-  }
-  return '?';
-}
 
 // [[first, count], ...] of the non-null ids of a block table, in table order.
 json BlockRuns(const std::vector<kv::BlockId>& table) {
@@ -178,12 +167,12 @@ RateMeter::Rates RateMeter::Add(const engine::KvSnapshot& s) {
 
 std::string EncodeBlockMap(const engine::KvGroupSnapshot& group) {
   std::string out;
+  const std::vector<kv::BlockState>& states = group.states;
   size_t b = 0;
-  while (b < group.states.size()) {
-    const char letter = BlockLetter(group, b);
+  while (b < states.size()) {
     size_t end = b + 1;
-    while (end < group.states.size() && BlockLetter(group, end) == letter) ++end;
-    out += letter;
+    while (end < states.size() && states[end] == states[b]) ++end;
+    out += static_cast<char>(states[b]);  // the letters of kv::BlockState
     out += std::to_string(end - b);
     b = end;
   }
@@ -211,25 +200,13 @@ json KvStateJson(const engine::KvSnapshot& s, const RateMeter::Rates& rates,
           {"requests", requests}};
 }
 
-std::optional<json> KvBlockJson(const engine::KvSnapshot& s, int group, int64_t id) {
-  if (group < 0 || static_cast<size_t>(group) >= s.groups.size()) return std::nullopt;
-  const engine::KvGroupSnapshot& g = s.groups[static_cast<size_t>(group)];
-  if (id < 0 || static_cast<size_t>(id) >= g.states.size()) return std::nullopt;
-  const size_t b = static_cast<size_t>(id);
-  json owners = json::array();
-  for (const engine::KvRequestSnapshot& r : s.requests) {
-    const std::vector<kv::BlockId>& table = r.block_tables[static_cast<size_t>(group)];
-    if (id != kv::kNullBlock && std::find(table.begin(), table.end(), id) != table.end()) {
-      owners.push_back(r.id);
-    }
-  }
-  return json{{"sequence", s.sequence},
-              {"group", group},
-              {"id", id},
-              {"state", engine::KvBlockStateName(g.states[b])},
-              {"ref_count", g.ref_counts[b]},
-              {"hash", g.hashes[b] ? json(g.hashes[b]->ToHex()) : json(nullptr)},
-              {"owners", owners}};
+json KvBlockJson(const engine::KvBlockInfo& info, int group, int64_t id) {
+  return {{"group", group},
+          {"id", id},
+          {"state", engine::KvBlockStateName(info.state)},
+          {"ref_count", info.ref_count},
+          {"hash", info.hash ? json(info.hash->ToHex()) : json(nullptr)},
+          {"owners", info.owners}};
 }
 
 }  // namespace kvserve::server

@@ -48,8 +48,7 @@ std::string EncodeBlockMap(const engine::KvGroupSnapshot& group);
 nlohmann::json KvStateJson(const engine::KvSnapshot& s, const RateMeter::Rates& rates,
                            const std::string& model_name);
 
-// One block's detail: state, ref count, prefix hash, the requests holding it. nullopt when
-// group or id is outside the snapshot.
-std::optional<nlohmann::json> KvBlockJson(const engine::KvSnapshot& s, int group, int64_t id);
+// One block's detail (GET /v1/kv/block): state, ref count, prefix hash, the requests holding it.
+nlohmann::json KvBlockJson(const engine::KvBlockInfo& info, int group, int64_t id);
 
 }  // namespace kvserve::server

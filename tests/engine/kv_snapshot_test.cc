@@ -73,8 +73,8 @@ TEST(KvSnapshotTest, BlocksAddUpAndBelongToTheirRequestsAtEveryStep) {
     ASSERT_TRUE(CheckKvSnapshot(s).ok()) << CheckKvSnapshot(s).ToString();
     ExpectMatchesEngine(s, *engine);
     for (size_t b = 1; b < s.groups[0].states.size(); ++b) {
-      saw_shared |= s.groups[0].ref_counts[b] > 1;
-      saw_cached |= s.groups[0].states[b] == KvBlockState::kCached;
+      saw_shared |= s.groups[0].RefCount(static_cast<kv::BlockId>(b)) > 1;
+      saw_cached |= s.groups[0].states[b] == kv::BlockState::kCached;
     }
     for (const KvRequestSnapshot& r : s.requests) saw_preempted |= r.state == KvRequestState::kPreempted;
     ASSERT_LT(sequence, 10000u);
@@ -110,8 +110,7 @@ TEST(KvSnapshotTest, CheckFindsBrokenSnapshots) {
   EXPECT_FALSE(CheckKvSnapshot(orphan).ok());
 
   KvSnapshot freed = good;  // a request holding a free block
-  freed.groups[0].states[held] = KvBlockState::kFree;
-  freed.groups[0].ref_counts[held] = 0;
+  freed.groups[0].states[held] = kv::BlockState::kFree;
   --freed.groups[0].num_used;
   ++freed.groups[0].num_free;
   EXPECT_FALSE(CheckKvSnapshot(freed).ok());
@@ -119,6 +118,34 @@ TEST(KvSnapshotTest, CheckFindsBrokenSnapshots) {
   KvSnapshot twice = good;  // held twice, ref count 1
   twice.requests.push_back(twice.requests[0]);
   EXPECT_FALSE(CheckKvSnapshot(twice).ok());
+
+  KvSnapshot stale = good;  // states that do not match the counts
+  stale.groups[0].states[held] = kv::BlockState::kCached;
+  EXPECT_FALSE(CheckKvSnapshot(stale).ok());
+}
+
+TEST(KvSnapshotTest, BlockInfoNamesHoldersAndHash) {
+  FakeEngineOptions o;
+  std::unique_ptr<Engine> engine = MakeFakeEngine(o);
+  const std::vector<int32_t> prompt = {1, 2, 3, 4, 5, 6, 7, 8, 9};
+  ASSERT_TRUE(engine->AddRequest(Request(prompt, 8)).ok());
+  engine->Step();  // its first two blocks are full, computed and hashed
+  ASSERT_TRUE(engine->AddRequest(Request(prompt, 8)).ok());
+  engine->Step();  // the second request shares them
+  const KvSnapshot s = TakeKvSnapshot(*engine, MakeKvSettings(*engine), 1, 0.0);
+  ASSERT_EQ(s.requests.size(), 2u);
+  const kv::BlockId first = s.requests[0].block_tables[0][0];
+  EXPECT_EQ(s.groups[0].states[first], kv::BlockState::kShared);
+  EXPECT_EQ(s.groups[0].RefCount(first), 2);
+  std::optional<KvBlockInfo> info = TakeKvBlockInfo(*engine, 0, first);
+  ASSERT_TRUE(info.has_value());
+  EXPECT_EQ(info->state, kv::BlockState::kShared);
+  EXPECT_EQ(info->ref_count, 2);
+  EXPECT_TRUE(info->hash.has_value());
+  EXPECT_EQ(info->owners, (std::vector<scheduler::RequestId>{s.requests[0].id, s.requests[1].id}));
+  EXPECT_FALSE(TakeKvBlockInfo(*engine, 1, first).has_value());
+  EXPECT_FALSE(TakeKvBlockInfo(*engine, 0, 100000).has_value());
+  EXPECT_FALSE(TakeKvBlockInfo(*engine, 0, -1).has_value());
 }
 
 TEST(KvSnapshotTest, TiersMatchTheOffloadManagerAndReloadsShowTheirSource) {

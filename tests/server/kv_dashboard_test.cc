@@ -43,19 +43,18 @@ void Drain(engine::RequestHandle& h) {
 
 TEST(KvStateJsonTest, BlockMapIsRunLengthEncoded) {
   engine::KvGroupSnapshot g;
-  using S = engine::KvBlockState;
-  g.states = {S::kNull, S::kUsed, S::kUsed, S::kUsed, S::kCached, S::kFree, S::kFree};
-  g.ref_counts = {0, 1, 2, 2, 0, 0, 0};
+  using S = kv::BlockState;
+  g.states = {S::kNull, S::kUsed, S::kShared, S::kShared, S::kCached, S::kFree, S::kFree};
   EXPECT_EQ(EncodeBlockMap(g), "n1u1s2c1f2");
 }
 
 TEST(KvDashboardTest, StateAddsUpAndNamesTheMetrics) {
-  auto eng = MakeEngine(2000);
+  auto eng = MakeEngine(5000);
   KvDashboard dash(*eng, {.model_name = "fake"});
   engine::RequestHandle a = Add(*eng, {1, 2, 3, 4, 5, 6, 7, 8, 9, 10}, 40);
-  std::this_thread::sleep_for(20ms);  // a's first blocks are computed and cached
+  ASSERT_TRUE(a.stream->Next());  // a's first token: its first blocks are computed and cached
   engine::RequestHandle b = Add(*eng, {1, 2, 3, 4, 5, 6, 7, 8, 11, 12}, 40);
-  std::this_thread::sleep_for(30ms);
+  ASSERT_TRUE(b.stream->Next());  // b runs, sharing them
   DashboardResponse r = dash.State({"/v1/kv/state", ""});
   ASSERT_EQ(r.status, 200) << r.body;
   const json s = json::parse(r.body);
@@ -84,8 +83,10 @@ TEST(KvDashboardTest, StateAddsUpAndNamesTheMetrics) {
   DashboardResponse br = dash.Block({"/v1/kv/block", "group=0&id=" + std::to_string(first)});
   ASSERT_EQ(br.status, 200) << br.body;
   const json block = json::parse(br.body);
-  EXPECT_EQ(block["state"], "used");
-  EXPECT_EQ(block["owners"].size(), block["ref_count"].get<size_t>());
+  EXPECT_EQ(block["state"], "shared");
+  EXPECT_EQ(block["owners"].size(), 2u);
+  EXPECT_EQ(block["ref_count"], 2);
+  EXPECT_EQ(block["hash"].get<std::string>().size(), 32u);
   EXPECT_EQ(dash.Block({"/v1/kv/block", "group=0&id=100000"}).status, 404);
   EXPECT_EQ(dash.Block({"/v1/kv/block", "group=0"}).status, 400);
   Drain(a);
