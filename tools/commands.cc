@@ -23,6 +23,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterPlan(app);
   RegisterBench(app);
   RegisterBenchOffload(app.get_subcommand("bench"));
+  RegisterBenchCompare(app.get_subcommand("bench"));
   RegisterGenerate(app);
   RegisterServe(app);
 }

@@ -21,6 +21,7 @@ void RegisterGenerate(CLI::App& app);   // generate.cc
 void RegisterServe(CLI::App& app);      // serve.cc
 void RegisterBenchServe(CLI::App* bench);  // bench_serve.cc: `bench serve`
 void RegisterBenchOffload(CLI::App* bench);  // bench_offload.cc: `bench offload`
+void RegisterBenchCompare(CLI::App* bench);  // bench_compare.cc: `bench compare`
 
 // Exit code set by the subcommand that ran (0 unless it failed).
 int ExitCode();

@@ -47,6 +47,12 @@ nlohmann::json TokenJson(const tokenizer::Tokenizer& tok, const engine::TokenOut
   return {{"id", t.token}, {"text", text}, {"logprob", t.logprob}, {"top_logprobs", top}};
 }
 
+// One --json line. A byte token's piece alone can be an incomplete UTF-8 sequence: those bytes
+// print as U+FFFD (dump() would throw).
+std::string JsonLine(const nlohmann::json& j) {
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+}
+
 Status Run(GenerateOptions o) {
   if (o.n_predict < 0) return InvalidArgument("-n must be >= 0");
   KV_ASSIGN_OR_RETURN(engine::EngineConfig config, ResolveEngineFlags(o.engine_flags));
@@ -93,7 +99,7 @@ Status Run(GenerateOptions o) {
         if (generated++ == 0) t_first = Clock::now();
         const std::string text = decoder.Push(token.token);
         std::fputs(
-            o.json ? (TokenJson(tok, token, text).dump() + "\n").c_str() : text.c_str(), stdout);
+            o.json ? JsonLine(TokenJson(tok, token, text)).c_str() : text.c_str(), stdout);
       }
       std::fflush(stdout);
       if (out.finish && *out.finish == engine::FinishReason::kError) return Internal(out.error);

@@ -56,43 +56,76 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t bud
 }
 
 Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config) {
+                                             const EngineConfig& config,
+                                             const gguf::GgufFile* draft) {
   KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
-  model::KvLayoutOptions options{config.kv_cache_dtype, config.block_size, shape.context_length,
+  std::optional<model::ModelKvShape> draft_shape;
+  if (draft != nullptr) {
+    KV_ASSIGN_OR_RETURN(draft_shape, model::ReadModelKvShape(*draft));
+  }
+  const int64_t context_length =
+      draft_shape ? std::min(shape.context_length, draft_shape->context_length)
+                  : shape.context_length;
+  model::KvLayoutOptions options{config.kv_cache_dtype, config.block_size, context_length,
                                  config.max_num_batched_tokens};
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context, model::MakeModelKvLayout(shape, options));
+  auto make = [&]() -> Result<model::ModelKvLayout> {  // at options.max_model_len
+    KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, model::MakeModelKvLayout(shape, options));
+    if (!draft_shape) return layout;
+    KV_ASSIGN_OR_RETURN(model::ModelKvLayout d, model::MakeModelKvLayout(*draft_shape, options));
+    return model::AppendLayout(std::move(layout), d, "draft/");
+  };
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context, make());
   KV_ASSIGN_OR_RETURN(options.max_model_len,
                       ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(),
-                                         shape.context_length, config.max_model_len));
-  return model::MakeModelKvLayout(shape, options);
+                                         context_length, config.max_model_len));
+  return make();
 }
 
 Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
   std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
   KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, ResolveKvLayout(*file, config));
+  std::shared_ptr<const gguf::GgufFile> draft_file;
+  const model::Architecture* draft_arch = nullptr;
+  if (config.speculative && !config.speculative->draft_model.empty()) {
+    KV_ASSIGN_OR_RETURN(draft_file, OpenDraftModel(config.speculative->draft_model, *file));
+    KV_ASSIGN_OR_RETURN(draft_arch, model::FindArchitecture(*draft_file));
+  }
+  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout,
+                      ResolveKvLayout(*file, config, draft_file.get()));
   model::LoadOptions load;
   load.max_batch_tokens = config.max_num_batched_tokens;
   load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
   load.max_threads = config.NumThreads();
   KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
+  std::optional<Draft> draft;
+  std::string identity(arch->name);
+  if (draft_file) {
+    KV_ASSIGN_OR_RETURN(model::ModelKvLayout own, ResolveKvLayout(*file, config));
+    draft.emplace();
+    KV_ASSIGN_OR_RETURN(draft->model, draft_arch->load(draft_file, load));
+    draft->first_group = static_cast<int>(own.config.groups.size());
+    draft->first_layer = own.config.num_layers;
+    // Cached blocks hold the draft's KV too: its weights are part of their identity.
+    identity += "+draft:" + model::WeightsDigest(*draft_file);
+  }
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(*file, arch->name, layout.config);
+  kv_options.fingerprint = model::MakeFingerprint(*file, identity, layout.config);
   std::optional<int32_t> eos;
   if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  return Create(std::move(model), layout.config, kv_options, config, eos);
+  return Create(std::move(model), layout.config, kv_options, config, eos, std::move(draft));
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,
                                                const kv::KvCacheConfig& kv_config,
                                                const kv::KvCacheManagerOptions& kv_options,
                                                const EngineConfig& config,
-                                               std::optional<int32_t> eos_token_id) {
+                                               std::optional<int32_t> eos_token_id,
+                                               std::optional<Draft> draft) {
   scheduler::SchedulerConfig sc{config.max_num_seqs, config.max_num_batched_tokens,
                                 kv_config.max_model_len};
   KV_RETURN_IF_ERROR(scheduler::ValidateSchedulerConfig(sc));
@@ -116,12 +149,13 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
         kv.get());
   }
   return std::unique_ptr<Engine>(new Engine(std::move(model), std::move(kv), std::move(connector),
-                                            config, kv_config.max_model_len, eos_token_id));
+                                            config, kv_config.max_model_len, eos_token_id,
+                                            std::move(draft)));
 }
 
 Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
                std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
-               int64_t max_model_len, std::optional<int32_t> eos)
+               int64_t max_model_len, std::optional<int32_t> eos, std::optional<Draft> draft)
     : config_(config),
       model_(std::move(model)),
       kv_(std::move(kv)),
@@ -130,7 +164,13 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheM
           scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                      max_model_len},
           kv_.get(), connector_.get())),
-      kv_views_(model::ViewsOf(*kv_)),
+      draft_(draft ? std::make_unique<DraftModel>(std::move(draft->model), *kv_,
+                                                  draft->first_group, draft->first_layer,
+                                                  config.max_num_seqs)
+                   : nullptr),
+      kv_views_(draft ? model::SubViews(model::ViewsOf(*kv_), 0, draft->first_group, 0,
+                                        draft->first_layer)
+                      : model::ViewsOf(*kv_)),
       pool_(config.NumThreads()),
       samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(vocab_size())),
       eos_token_id_(eos),
@@ -199,6 +239,7 @@ std::vector<RequestOutput> Engine::Step() {
   const scheduler::SchedulerOutput plan = scheduler_->Schedule();
   BuildBatch(plan);
   if (!batch_.sequences.empty()) model_->Forward(batch_, kv_views_, pool_, logits_.data());
+  if (draft_) draft_->Mirror(all_groups_, pool_);
   const std::vector<scheduler::SampledToken> sampled = SampleAll(plan);
   const std::vector<scheduler::FinishedRequest> finished =
       scheduler_->UpdateFromOutput(plan, sampled);
@@ -209,18 +250,23 @@ std::vector<RequestOutput> Engine::Step() {
 
 void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
   const size_t num_groups = static_cast<size_t>(kv_->num_groups());
+  const size_t model_groups = draft_ ? static_cast<size_t>(draft_->first_group()) : num_groups;
   block_tables_.clear();
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
     CHECK_EQ(s.block_tables.size(), num_groups);
     block_tables_.insert(block_tables_.end(), s.block_tables.begin(), s.block_tables.end());
   }
   batch_.sequences.clear();
+  all_groups_.sequences.clear();
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = plan.scheduled[i];
-    batch_.sequences.push_back({s.tokens, static_cast<int32_t>(s.num_computed_tokens),
-                                std::span<const std::span<const int32_t>>(block_tables_)
-                                    .subspan(i * num_groups, num_groups),
-                                s.needs_sample ? static_cast<int32_t>(1 + s.num_draft_tokens) : 0});
+    const std::span<const std::span<const int32_t>> tables =
+        std::span<const std::span<const int32_t>>(block_tables_).subspan(i * num_groups,
+                                                                         num_groups);
+    const int32_t num_logits = s.needs_sample ? static_cast<int32_t>(1 + s.num_draft_tokens) : 0;
+    const int32_t start = static_cast<int32_t>(s.num_computed_tokens);
+    batch_.sequences.push_back({s.tokens, start, tables.first(model_groups), num_logits});
+    if (draft_) all_groups_.sequences.push_back({s.tokens, start, tables, 0});
   }
 }
 
@@ -291,15 +337,25 @@ void Engine::SampleWithDrafts(const scheduler::ScheduledRequest& s, const float*
 
 void Engine::ProposeDrafts() {
   const SpeculativeConfig& spec = *config_.speculative;
+  std::vector<DraftModel::Job> jobs;
   for (RequestId id : scheduler_->running()) {
     const int64_t max_drafts =
         std::min<int64_t>(spec.num_speculative_tokens, scheduler_->MaxDraftTokens(id));
-    if (max_drafts == 0) continue;
-    if (!states_.at(id).draft_backoff.ShouldDraft()) continue;
-    std::vector<int32_t> drafts =
-        ProposeNgramDrafts(scheduler_->Find(id)->tokens, static_cast<int>(max_drafts),
-                           spec.prompt_lookup_min, spec.prompt_lookup_max);
-    if (!drafts.empty()) scheduler_->SetDraftTokens(id, std::move(drafts));
+    if (max_drafts == 0 || !states_.at(id).draft_backoff.ShouldDraft()) continue;
+    const scheduler::Request& r = *scheduler_->Find(id);
+    jobs.push_back({id, r.tokens, r.num_computed_tokens, max_drafts});
+  }
+  std::vector<std::vector<int32_t>> drafts;
+  if (draft_) {
+    drafts = draft_->Propose(jobs, *kv_, pool_);
+  } else {
+    for (const DraftModel::Job& job : jobs) {
+      drafts.push_back(ProposeNgramDrafts(job.tokens, static_cast<int>(job.max_drafts),
+                                          spec.prompt_lookup_min, spec.prompt_lookup_max));
+    }
+  }
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!drafts[i].empty()) scheduler_->SetDraftTokens(jobs[i].id, std::move(drafts[i]));
   }
 }
 

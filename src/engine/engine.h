@@ -22,6 +22,7 @@
 
 #include "core/status.h"
 #include "core/thread_pool.h"
+#include "engine/draft_model.h"
 #include "engine/metrics.h"
 #include "engine/speculative.h"
 #include "kv/kv_cache_manager.h"
@@ -101,12 +102,20 @@ class Engine {
   // Loads a GGUF model of any registered architecture (model/architecture.h): its KV layout
   // from ResolveKvLayout, its weights mapped in place, then Create.
   static Result<std::unique_ptr<Engine>> Load(const std::string& path, const EngineConfig& config);
+  // A speculative-decoding draft model whose KV groups and layers follow the target's in the
+  // KV layout (model::AppendLayout).
+  struct Draft {
+    std::unique_ptr<model::Model> model;
+    int first_group = 0;  // the target's group count
+    int first_layer = 0;  // the target's layer (slot) count
+  };
   // Any model over an explicit KV layout (kv_config.max_model_len is the max-model-len).
   static Result<std::unique_ptr<Engine>> Create(std::unique_ptr<model::Model> model,
                                                 const kv::KvCacheConfig& kv_config,
                                                 const kv::KvCacheManagerOptions& kv_options,
                                                 const EngineConfig& config,
-                                                std::optional<int32_t> eos_token_id);
+                                                std::optional<int32_t> eos_token_id,
+                                                std::optional<Draft> draft = std::nullopt);
   ~Engine();
 
   // THE validation of a request (the server adds only HTTP-only fields): InvalidArgument (bad
@@ -155,7 +164,7 @@ class Engine {
 
   Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheManager> kv,
          std::unique_ptr<offload::TieredKvConnector> connector, const EngineConfig& config,
-         int64_t max_model_len, std::optional<int32_t> eos);
+         int64_t max_model_len, std::optional<int32_t> eos, std::optional<Draft> draft);
   void BuildBatch(const scheduler::SchedulerOutput& plan);
   std::vector<scheduler::SampledToken> SampleAll(const scheduler::SchedulerOutput& plan);
   // Samples request s's rows (1 + its drafts) from `logits` until a token differs from its
@@ -174,7 +183,8 @@ class Engine {
   std::unique_ptr<kv::KvCacheManager> kv_;
   std::unique_ptr<offload::TieredKvConnector> connector_;  // null without tiers; uses kv_
   std::unique_ptr<scheduler::Scheduler> scheduler_;        // uses kv_ and connector_
-  model::KvViews kv_views_;                                // of every group; the arenas never move
+  std::unique_ptr<DraftModel> draft_;  // speculative draft_model method; null otherwise
+  model::KvViews kv_views_;  // of the model's groups (not the draft's); the arenas never move
   ThreadPool pool_;
   std::vector<sampling::Sampler> samplers_;  // one per pool thread (scratch buffers)
   std::optional<int32_t> eos_token_id_;
@@ -182,8 +192,9 @@ class Engine {
   RequestId next_id_ = 1;
 
   // Per-step buffers, reused.
-  model::Batch batch_;
-  std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups): batch_'s tables
+  model::Batch batch_;         // the model's groups' tables only
+  model::Batch all_groups_;    // every group's tables (the draft's too): DraftModel::Mirror
+  std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups)
   std::vector<float> logits_;  // (max_num_seqs * (1 + k) capped at the token budget, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;
@@ -199,8 +210,10 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
 // THE KV layout a GGUF model runs with under `config`: model::MakeModelKvLayout over the file's
 // KV shape, at the max-model-len ResolveMaxModelLen gives for config's budget. Engine::Load,
 // `kvserve inspect` and the capacity tests all call this, so what they print is what serve
-// allocates. InvalidArgument for a bad --kv-cache-dtype, block size or length.
+// allocates. With a speculative draft model, its groups follow (model::AppendLayout) and the
+// budget holds both. InvalidArgument for a bad --kv-cache-dtype, block size or length.
 Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config);
+                                             const EngineConfig& config,
+                                             const gguf::GgufFile* draft = nullptr);
 
 }  // namespace kvserve::engine

@@ -24,25 +24,37 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   if (j.is_discarded() || !j.is_object()) {
     return InvalidArgument("--speculative-config must be a JSON object");
   }
-  for (const auto& [key, value] : j.items()) {
-    if (key != "method" && key != "num_speculative_tokens" && key != "prompt_lookup_max" &&
-        key != "prompt_lookup_min") {
-      return InvalidArgument(fmt::format("--speculative-config: unknown key '{}'", key));
-    }
-  }
   if (!j.contains("method") || !j["method"].is_string()) {
     return InvalidArgument("--speculative-config: 'method' (a string) is required");
   }
   const std::string method = j["method"].get<std::string>();
-  if (method != "ngram") {
-    return InvalidArgument(
-        fmt::format("--speculative-config: method '{}' is not supported (ngram)", method));
+  std::vector<std::string> keys = {"method", "num_speculative_tokens"};
+  if (method == "ngram") {
+    keys.insert(keys.end(), {"prompt_lookup_max", "prompt_lookup_min"});
+  } else if (method == "draft_model") {
+    keys.push_back("model");
+  } else {
+    return InvalidArgument(fmt::format(
+        "--speculative-config: method '{}' is not supported (ngram, draft_model)", method));
+  }
+  for (const auto& [key, value] : j.items()) {
+    if (std::find(keys.begin(), keys.end(), key) == keys.end()) {
+      return InvalidArgument(
+          fmt::format("--speculative-config: unknown key '{}' for method {}", key, method));
+    }
   }
   SpeculativeConfig c;
   if (!j.contains("num_speculative_tokens")) {
     return InvalidArgument("--speculative-config: 'num_speculative_tokens' is required");
   }
   KV_ASSIGN_OR_RETURN(c.num_speculative_tokens, SmallPositiveInt(j, "num_speculative_tokens", 64));
+  if (method == "draft_model") {
+    if (!j.contains("model") || !j["model"].is_string() || j["model"].get<std::string>().empty()) {
+      return InvalidArgument("--speculative-config: 'model' (the draft model's file) is required");
+    }
+    c.draft_model = j["model"].get<std::string>();
+    return c;
+  }
   // vLLM: with neither bound given both are 5; with one given, the other defaults to it
   // (min = max) -- a fixed n-gram length.
   const bool has_max = j.contains("prompt_lookup_max"), has_min = j.contains("prompt_lookup_min");

@@ -13,6 +13,8 @@
 //   ngram (vLLM's prompt lookup): the longest suffix of the request's tokens (between
 //     prompt_lookup_min and prompt_lookup_max tokens) that occurred earlier in its prompt or
 //     output; the tokens that followed its latest earlier occurrence are the drafts.
+//   draft_model: a small model with the same vocabulary drafts greedily (engine/draft_model.h);
+//     its KV lives in its own groups of the same pool and accounting.
 // Adaptive: a request whose drafts were all rejected skips drafting for 1, 2, 4, ... steps
 // (at most kMaxBackoffSteps), so a workload where drafts never match pays (almost) nothing.
 #pragma once
@@ -30,17 +32,17 @@ namespace kvserve::engine {
 
 // --speculative-config JSON (vLLM's keys).
 struct SpeculativeConfig {
-  enum class Method { kNgram };
-  Method method = Method::kNgram;
   int num_speculative_tokens = 0;  // k: most drafts per step
-  int prompt_lookup_max = 0;       // longest n-gram matched
-  int prompt_lookup_min = 0;       // shortest n-gram matched
+  int prompt_lookup_max = 0;       // ngram: longest n-gram matched
+  int prompt_lookup_min = 0;       // ngram: shortest n-gram matched
+  std::string draft_model;         // draft_model: its GGUF file; empty for ngram
 };
 
 // Parses `{"method": "ngram", "num_speculative_tokens": K, "prompt_lookup_max": N,
-// "prompt_lookup_min": M}`. K in [1, 64]; N and M in [1, 64] with M <= N (vLLM's defaults:
-// one given -> both equal; none -> 5 and 5... see the .cc). InvalidArgument naming the key
-// for an unknown method, an unknown key or a bad value.
+// "prompt_lookup_min": M}` (K in [1, 64]; N and M in [1, 64] with M <= N; vLLM's defaults: none
+// given -> both 5, one given -> the other equals it) or `{"method": "draft_model", "model":
+// "FILE.gguf", "num_speculative_tokens": K}`. InvalidArgument naming the key for an unknown
+// method, an unknown key or a bad value.
 Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view json);
 
 // The drafts the ngram proposer gives for `tokens` (prompt + output so far): at most

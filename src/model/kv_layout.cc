@@ -1,5 +1,6 @@
 #include "model/kv_layout.h"
 
+#include "core/check.h"
 #include "model/architecture.h"
 
 #include <fmt/format.h>
@@ -164,6 +165,27 @@ Result<ModelKvLayout> MakeModelKvLayout(const gguf::GgufFile& file,
                                         const KvLayoutOptions& options) {
   KV_ASSIGN_OR_RETURN(ModelKvShape shape, ReadModelKvShape(file));
   return MakeModelKvLayout(shape, options);
+}
+
+ModelKvLayout AppendLayout(ModelKvLayout first, const ModelKvLayout& second,
+                           std::string_view prefix) {
+  CHECK_EQ(first.config.block_size, second.config.block_size);
+  CHECK_EQ(first.config.max_model_len, second.config.max_model_len);
+  const int offset = first.config.num_layers;
+  for (kv::KvCacheGroup group : second.config.groups) {
+    for (int& layer : group.layers) layer += offset;
+    for (kv::KvReader& r : group.readers) {
+      r.layer += offset;
+      r.source_layer += offset;
+    }
+    first.config.groups.push_back(std::move(group));
+  }
+  first.config.num_layers += second.config.num_layers;
+  for (KvGroupInfo info : second.groups) {
+    info.name = std::string(prefix) + info.name;
+    first.groups.push_back(std::move(info));
+  }
+  return first;
 }
 
 std::string WeightsDigest(const gguf::GgufFile& file) {

@@ -96,6 +96,12 @@ Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayou
 // ReadModelKvShape then MakeModelKvLayout.
 Result<ModelKvLayout> MakeModelKvLayout(const gguf::GgufFile& file, const KvLayoutOptions& options);
 
+// Two models in one KV cache (speculative decoding's draft model): `second`'s groups after
+// `first`'s, its layer ids (and KV slots) shifted by first.config.num_layers, its group names
+// prefixed with `prefix`. note: both have the same block size, max_model_len and chunk size.
+ModelKvLayout AppendLayout(ModelKvLayout first, const ModelKvLayout& second,
+                           std::string_view prefix);
+
 // ---- identity ----
 
 // xxh3-128 (hex) over every tensor's name, type, dims and bytes, in file order: the weights

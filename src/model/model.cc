@@ -31,6 +31,25 @@ Result<LoadOptions> ResolveLoadOptions(const LoadOptions& options, int64_t conte
   return resolved;
 }
 
+KvViews SubViews(const KvViews& views, int first_group, int num_groups, int first_layer,
+                 int num_layers) {
+  auto slice = [&](auto layers) {  // a copy of the view's layers, renumbered
+    if (layers.empty()) return layers;
+    return decltype(layers)(layers.begin() + first_layer,
+                            layers.begin() + first_layer + num_layers);
+  };
+  KvViews out;
+  for (int g = first_group; g < first_group + num_groups; ++g) {
+    tensor::PagedKvView paged = views.paged.at(g);
+    paged.layers = slice(paged.layers);
+    tensor::PagedLatentView latent = views.latent.at(g);
+    latent.layers = slice(latent.layers);
+    out.paged.push_back(std::move(paged));
+    out.latent.push_back(std::move(latent));
+  }
+  return out;
+}
+
 KvViews ViewsOf(const kv::KvCacheManager& kv) {
   KvViews views;
   views.paged.resize(kv.num_groups());

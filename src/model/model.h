@@ -58,6 +58,11 @@ struct KvViews {
 
 // The views of every group of `kv`.
 KvViews ViewsOf(const kv::KvCacheManager& kv);
+// Groups [first_group, first_group + num_groups) of `views`, layers (slots) [first_layer,
+// first_layer + num_layers) renumbered from 0: what each of two models whose layouts
+// AppendLayout joined reads.
+KvViews SubViews(const KvViews& views, int first_group, int num_groups, int first_layer,
+                 int num_layers);
 
 // Sizes a model allocates its scratch for, at load.
 struct LoadOptions {
