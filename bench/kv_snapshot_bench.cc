@@ -1,10 +1,11 @@
 // What the live dashboard costs the engine thread: TakeKvSnapshot (engine/kv_snapshot.h, the
 // copy AsyncEngine makes at a step boundary when a state was asked for) against the decode
 // step it sits between, on a loaded engine: `kNumRequests` requests decoding after
-// `kPromptTokens`-token prompts. Models: make-model's random-weight 110m llama (Q8_0 weights,
-// F16 KV, 1 GiB of KV = 1820 blocks of 16) and stories260K from ../shared (f32 KV, 256 MiB =
-// 13107 blocks: a large pool behind a tiny model, the worst ratio). Counters: step_ms,
-// snapshot_us and snapshot_pct_of_step. Threads: KVSERVE_BENCH_THREADS (default 2).
+// `kPromptTokens`-token prompts, with serve's default KV budget (min(4 GiB, 25% of RAM)).
+// Models: make-model's random-weight 110m llama (Q8_0 weights, F16 KV: 7281 blocks of 16 in
+// 4 GiB) and stories260K from ../shared (f32 KV: 209714 blocks, a huge pool behind a tiny
+// model, the worst ratio). Counters: blocks, step_ms, snapshot_us, snapshot_pct_of_step.
+// Threads: KVSERVE_BENCH_THREADS (default 2).
 #include <benchmark/benchmark.h>
 
 #include <chrono>
@@ -96,13 +97,13 @@ void SnapshotVsStep(benchmark::State& state, const std::string& path, uint64_t k
 }
 
 void BM_KvSnapshot110M(benchmark::State& state) {
-  SnapshotVsStep(state, Model110M(), uint64_t{1} << 30, 1024);
+  SnapshotVsStep(state, Model110M(), kv::DefaultCpuKvBudgetBytes(), 1024);
 }
 BENCHMARK(BM_KvSnapshot110M)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
 
 void BM_KvSnapshotStories260K(benchmark::State& state) {
   SnapshotVsStep(state, std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf",
-                 uint64_t{256} << 20, 512);
+                 kv::DefaultCpuKvBudgetBytes(), 512);
 }
 BENCHMARK(BM_KvSnapshotStories260K)->UseManualTime()->Iterations(200)->Unit(benchmark::kMicrosecond);
 
