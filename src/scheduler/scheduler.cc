@@ -206,6 +206,7 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
     }
     r.num_cached_tokens = num_cached;
     r.num_loaded_tokens = 0;
+    r.loaded_tokens_per_tier.clear();
     r.num_computed_tokens = num_cached;
     Admit(r, n, step, out);
   }
@@ -255,6 +256,7 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     if (done.num_loaded == loads.size()) {
       r.num_computed_tokens = r.num_cached_tokens;
       r.num_loaded_tokens = loaded_tokens;  // counted when the request is scheduled
+      r.loaded_tokens_per_tier = done.tokens_per_tier;
     } else {  // what arrived is cached now; recompute the rest without the tiers
       prefix_loaded_tokens_ += loaded_tokens;  // loaded all the same (the metric counts it)
       kv_->Free(r.id);

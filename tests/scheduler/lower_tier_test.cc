@@ -23,7 +23,7 @@ class FakeConnector final : public kv::KvConnector {
   }
   std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds) override {
     std::vector<kv::FinishedLoad> out;
-    for (const auto& [id, n] : finished) out.push_back({id, n});
+    for (const auto& [id, n] : finished) out.push_back({id, n, {}});
     for (const auto& [id, n] : finished) started.erase(id);
     finished.clear();
     return out;

@@ -178,11 +178,11 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
 }
 
 // One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
-// q[i] (padded_hd floats) updates the state at state[i].
+// q[i] (padded_hd floats) updates the state at state[i]; softcap > 0 soft-caps the scores.
 template <int kQ>
 HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
-                             const float* values, int padded_hd, float scale, float softcap, int a,
-                             int b) {
+                             const float* values, int padded_hd, float scale, int a, int b,
+                             float softcap = 0.0f) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN float p[kQ][kLanes];

@@ -120,10 +120,10 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       int batch_a = 0, batch_b = 0;
       auto flush = [&] {
         switch (n) {
-          case 4: UpdateChunks<4>(qs, ss, t.keys, t.values, padded_hd, shape.scale, softcap, batch_a, batch_b); break;
-          case 3: UpdateChunks<3>(qs, ss, t.keys, t.values, padded_hd, shape.scale, softcap, batch_a, batch_b); break;
-          case 2: UpdateChunks<2>(qs, ss, t.keys, t.values, padded_hd, shape.scale, softcap, batch_a, batch_b); break;
-          case 1: UpdateChunks<1>(qs, ss, t.keys, t.values, padded_hd, shape.scale, softcap, batch_a, batch_b); break;
+          case 4: UpdateChunks<4>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 3: UpdateChunks<3>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 2: UpdateChunks<2>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 1: UpdateChunks<1>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
           default: break;
         }
         n = 0;
