@@ -82,7 +82,7 @@ Cache MakeCache(const AttentionShape& shape, tensor::DType dtype, int layers, in
 }
 
 AttentionShape Shape(int heads, int kv_heads) {
-  return {heads, kv_heads, 64, 0.125f, std::nullopt};
+  return {heads, kv_heads, 64, 0.125f, std::nullopt, std::nullopt};
 }
 
 void Decode(benchmark::State& state, const AttentionShape& shape, tensor::DType dtype, int seqs,

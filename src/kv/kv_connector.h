@@ -40,6 +40,9 @@ struct BlockLoad {
 struct FinishedLoad {
   RequestId id = 0;
   size_t num_loaded = 0;  // leading entries of the StartLoad list now in device memory
+  // Loaded tokens by the tier that served them (the connector's tier numbering): each table
+  // index loaded counts block_size tokens for the slowest tier any group read it from.
+  std::vector<int64_t> tokens_per_tier;
 };
 
 class KvConnector {

@@ -199,6 +199,7 @@ void OffloadManager::Finish(LoadState* state) {
   LoadResult r;
   while (r.num_loaded < state->found_in.size() && state->found_in[r.num_loaded]) {
     ++r.blocks_per_tier[static_cast<int>(*state->found_in[r.num_loaded])];
+    r.tiers.push_back(*state->found_in[r.num_loaded]);
     ++r.num_loaded;
   }
   state->promise.set_value(r);

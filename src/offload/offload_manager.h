@@ -57,6 +57,7 @@ struct LoadTarget {
 struct LoadResult {
   size_t num_loaded = 0;
   std::array<int64_t, 3> blocks_per_tier{};  // indexed by TierKind, within the leading run
+  std::vector<TierKind> tiers;               // [i < num_loaded]: where keys[i] came from
 };
 
 struct LoadState;  // offload_manager.cc

@@ -77,10 +77,27 @@ std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::millisec
     }
     const LoadResult result = p.load.Get();
     CHECK_LE(result.num_loaded, p.loads.size());
-    done.push_back({p.id, result.num_loaded});
+    done.push_back({p.id, result.num_loaded, TokensPerTier(p, result)});
   }
   pending_ = std::move(still);
   return done;
+}
+
+std::vector<int64_t> TieredKvConnector::TokensPerTier(const Pending& pending,
+                                                      const LoadResult& result) const {
+  // loads are ordered by table index, then group: one run of entries per index.
+  std::vector<int64_t> tokens(3, 0);
+  const int64_t block_size = kv_->config().block_size;
+  for (size_t i = 0; i < result.num_loaded;) {
+    int slowest = 0;
+    size_t j = i;
+    for (; j < result.num_loaded && pending.loads[j].index == pending.loads[i].index; ++j) {
+      slowest = std::max(slowest, static_cast<int>(result.tiers[j]));
+    }
+    tokens[static_cast<size_t>(slowest)] += block_size;
+    i = j;
+  }
+  return tokens;
 }
 
 void TieredKvConnector::CancelLoad(kv::RequestId id) {

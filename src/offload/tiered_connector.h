@@ -55,6 +55,8 @@ class TieredKvConnector final : public kv::KvConnector {
     PendingLoad load;
   };
   std::span<std::byte> BlockBytes(int group, kv::BlockId block) const;
+  // FinishedLoad::tokens_per_tier of a load (indexed by TierKind).
+  std::vector<int64_t> TokensPerTier(const Pending& pending, const LoadResult& result) const;
 
   struct Memo {
     bool present = false;

@@ -185,7 +185,7 @@ TEST(PagedAttentionTest, BitIdenticalToReferenceOnEveryTargetAndThreadCount) {
 TEST(PagedAttentionTest, SplitDecodeMatchesReference) {
   std::mt19937 rng(77);
   AttentionShape shape{.num_heads = 4, .num_kv_heads = 1, .head_dim = 64, .scale = 0.125f,
-                       .window = std::nullopt};
+                       .window = std::nullopt, .softcap = std::nullopt};
   for (DType dtype : {DType::kF16, DType::kQ8_0}) {
     const std::vector<std::pair<int32_t, int32_t>> decode = {{2000, 1}};
     CheckAgainstReference(rng, shape, dtype, 16, decode);
@@ -203,7 +203,7 @@ TEST(PagedAttentionTest, ReadsEveryStoredCodeAsTheReferenceConverter) {
   for (DType dtype : kKvTypes) {
     const int hd = 64;
     const AttentionShape shape{.num_heads = 1, .num_kv_heads = 1, .head_dim = hd, .scale = 1.0f,
-                               .window = 1};
+                               .window = 1, .softcap = std::nullopt};
     const int32_t positions = 2048;
     Cache cache(1, hd, dtype, 16, positions / 16);
     std::vector<int32_t> table(positions / 16);

@@ -2,8 +2,9 @@
 //
 // SimpleKvArena owns, for every layer, one K and one V buffer of num_blocks blocks of
 // block_size token rows of num_kv_heads x head_dim values, laid out head-major like the KV
-// manager's arenas (tensor/kv_view.h). Never grows. views() describes it as the one paged group
-// of a model::KvViews. Not thread-safe; the views stay valid while the arena lives.
+// manager's arenas (tensor/kv_view.h). Never grows. views() describes it as the paged groups of
+// a model::KvViews: `num_groups` views of the same storage (each model layer is in one group, so
+// they never collide). Not thread-safe; the views stay valid while the arena lives.
 #pragma once
 
 #include <cstddef>
@@ -21,7 +22,7 @@ namespace kvserve::testing {
 class SimpleKvArena {
  public:
   SimpleKvArena(int num_layers, int num_kv_heads, int head_dim, tensor::DType dtype,
-                int block_size, int32_t num_blocks)
+                int block_size, int32_t num_blocks, int num_groups = 1)
       : num_blocks_(num_blocks) {
     CHECK_GT(num_layers, 0);
     CHECK_GT(block_size, 0);
@@ -40,8 +41,8 @@ class SimpleKvArena {
       layer.v_base = storage_.data() + half * (2 * l + 1);
       layer.block_stride_bytes = block_stride;
     }
-    views_.paged = {view};
-    views_.latent.resize(1);
+    views_.paged.assign(num_groups, view);
+    views_.latent.resize(num_groups);
   }
 
   const tensor::PagedKvView& view() const { return views_.paged[0]; }

@@ -218,6 +218,16 @@ HWY_INLINE void ScoresTransposed(const float* const* q, const float* kt, int pad
   }
 }
 
+// Logit soft-capping (AttentionShape::softcap): s = softcap * tanh(s / softcap) per lane, with
+// the scalar libm tanh so every SIMD target computes the same bits.
+HWY_INLINE void SoftCap(float softcap, VF* s) {
+  const DF d;
+  HWY_ALIGN float lanes[kLanes];
+  for (int v = 0; v < kVecs; ++v) hn::Store(s[v], d, lanes + v * kN);
+  for (float& x : lanes) x = softcap * std::tanh(x / softcap);
+  for (int v = 0; v < kVecs; ++v) s[v] = hn::Load(d, lanes + v * kN);
+}
+
 // For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
 // acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
 template <int kQ, int kV>
@@ -248,11 +258,12 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
 
 // One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
 // q[i] (padded_hd floats) updates the state at state[i]. keys, values: the tile's rows,
-// padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows.
+// padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows;
+// softcap > 0 soft-caps the scores.
 template <int kQ>
 HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
                              const float* kt, const float* values, int padded_hd, float scale,
-                             int a, int b) {
+                             int a, int b, float softcap = 0.0f) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN float p[kQ][kLanes];
@@ -274,6 +285,7 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const f
   }
   for (int i = 0; i < kQ; ++i) {
     VF* s = scores[i];
+    if (softcap > 0.0f) SoftCap(softcap, s);
     VF chunk_max = hn::Set(d, kNegInf);
     for (int v = 0; v < kVecs; ++v) {
       const auto index = hn::Iota(di, v * static_cast<int>(kN));

@@ -63,6 +63,9 @@ struct AttentionShape {
   float scale = 1.0f;    // usually 1 / sqrt(head_dim)
   // Sliding window: a query at position p sees [max(0, p - window + 1), p]; nullopt: [0, p].
   std::optional<int32_t> window;
+  // Logit soft-capping (Gemma 2): s = softcap * tanh(s / softcap) on each scaled score, before
+  // the softmax; nullopt = none.
+  std::optional<float> softcap;
 };
 
 // One sequence's slice of a ragged batch. Its tokens are rows [first_row, first_row + num_tokens)

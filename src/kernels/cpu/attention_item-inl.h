@@ -82,6 +82,7 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const int padded_hd = c.scratch->padded_head_dim();
   const int sf = c.scratch->state_floats();
   const int queries = item.count * group;
+  const float softcap = shape.softcap.value_or(0.0f);
   const int32_t pos0 = seq.start_pos + item.first;
   const int32_t last = pos0 + item.count - 1;
   const int32_t first_key = internal::WindowStart(shape, pos0);
@@ -124,10 +125,10 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       int batch_a = 0, batch_b = 0;
       auto flush = [&] {
         switch (n) {
-          case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
-          case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b); break;
+          case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
           default: break;
         }
         n = 0;
