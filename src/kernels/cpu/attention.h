@@ -37,7 +37,9 @@
 //
 // Parallelism: work items are (sequence, kv head, tile of up to 64 consecutive query rows,
 // range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
-// for all its rows and all query heads of the kv head (GQA). Items are claimed dynamically,
+// for all its rows and all query heads of the kv head (GQA); an item with at least 4 queries
+// also transposes the chunk's keys once, so that its scores are vector FMAs over the keys (the
+// same operations, so the same bits: attention-inl.h). Items are claimed dynamically,
 // the most expensive first (balances causal prefill). When a step has few items (a lone
 // decode, a small batch at long context), sequences with at most kSplitMaxTokens tokens are
 // split into items of consecutive partitions (flash-decoding): each partition's state is
