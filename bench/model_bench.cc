@@ -18,6 +18,7 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
+#include "kernels/cpu/kv_dequant.h"
 #include "model/dense.h"
 #include "model/dense_random.h"
 #include "support/kv_arena.h"
@@ -73,7 +74,8 @@ Fixture MakeFixture(tensor::DType dtype) {
   const ModelConfig& c = f.model->config();
   const int32_t blocks = BlocksForTokens(kPromptTokens + kDecodeTokens, kBlockSize);
   f.arena = std::make_unique<SimpleKvArena>(static_cast<int>(c.num_layers),
-                                            static_cast<int>(c.kv_row_elems()), tensor::DType::kF16,
+                                            static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim), tensor::DType::kF16,
                                             kBlockSize, blocks);
   f.table_ids = ContiguousBlockTable(0, blocks);
   f.table[0] = f.table_ids;
@@ -134,7 +136,8 @@ void BM_DecodeBatch(benchmark::State& state, tensor::DType dtype) {
   const ModelConfig& c = model->config();
   const int32_t prefix_blocks = kPrefix / kBlockSize;
   const int32_t own_blocks = BlocksForTokens(kSteps, kBlockSize);
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim),
                       tensor::DType::kF16, kBlockSize, prefix_blocks + num_seqs * own_blocks);
   ThreadPool pool(kThreads);
   std::vector<int32_t> prompt(kPrefix);
@@ -191,7 +194,8 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
   std::unique_ptr<DenseModel> model = std::move(loaded).value();
   const ModelConfig& c = model->config();
   const int32_t blocks = BlocksForTokens(context + kSteps, kBlockSize);
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim), kv_dtype,
                       kBlockSize, blocks);
   const tensor::PagedKvView& kv = arena.view();
   std::mt19937 rng(7);
@@ -200,11 +204,11 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
   for (int layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < context; ++p) {
       for (float& v : row) v = normal(rng);
-      tensor::QuantizeRow(kv_dtype, row.data(), kv.KRow(layer, p / kBlockSize, p % kBlockSize),
-                          c.kv_row_elems());
+      kernels::StoreKvRow(kv, layer, kernels::KvPart::kKey, p / kBlockSize, p % kBlockSize,
+                          row.data());
       for (float& v : row) v = normal(rng);
-      tensor::QuantizeRow(kv_dtype, row.data(), kv.VRow(layer, p / kBlockSize, p % kBlockSize),
-                          c.kv_row_elems());
+      kernels::StoreKvRow(kv, layer, kernels::KvPart::kValue, p / kBlockSize, p % kBlockSize,
+                          row.data());
     }
   }
   const std::vector<int32_t> table_ids = ContiguousBlockTable(0, blocks);

@@ -9,8 +9,10 @@ packages=(
   libxxhash-dev libhiredis-dev redis-server curl libicu-dev
   clang libclang-rt-dev  # libFuzzer targets (fuzz/)
 )
-# The openai npm client test (tests/server/openai_client) needs node and npm.
+# The openai npm client test (tests/server/openai_client) needs node and npm; the dashboard's
+# browser test (tests/server/dashboard_browser) needs Debian's chromium too.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -8,6 +8,7 @@ scripts/setup.sh
 jobs=$(nproc)
 scripts/build.sh release
 (cd tests/server/openai_client && npm install --no-audit --no-fund --silent) || echo "warning: npm install failed; the openai client test will be skipped"
+(cd tests/server/dashboard_browser && npm install --no-audit --no-fund --silent) || echo "warning: npm install failed; the dashboard browser test will be skipped"
 # llama.cpp, the anchor of the compat suite and `kvserve bench compare` (tests/compat/node).
 (cd tests/compat/node && npm ci --omit=optional --ignore-scripts --no-audit --no-fund --silent) || echo "warning: npm ci failed; the compat tests will be skipped"
 (cd build && ctest --output-on-failure -j "$jobs" --timeout 900)

@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_snapshot.h"
 
 namespace kvserve::engine {
 
@@ -73,6 +75,13 @@ class AsyncEngine {
   // empty without tiers. Thread-safe.
   std::string OffloadPrometheus() const;
   int64_t max_model_len() const { return max_model_len_; }
+  // Runs `fn` on the loop thread at the next step boundary (at once when idle), where it may
+  // read the engine, and waits for it. False when the engine stopped or `timeout` passed first
+  // (fn may then still run later, or never: it must own what it touches). Thread-safe.
+  bool RunAtStepBoundary(std::function<void(const Engine&)> fn, std::chrono::milliseconds timeout);
+  // The KV cache's state (engine/kv_snapshot.h) at the next step boundary; null when
+  // RunAtStepBoundary fails. Thread-safe.
+  std::shared_ptr<const KvSnapshot> KvState(std::chrono::milliseconds timeout);
 
  private:
   struct Pending {
@@ -83,6 +92,7 @@ class AsyncEngine {
   void Loop();
   void ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
   void Dispatch(std::vector<RequestOutput> outputs);
+  void RunBoundaryTasks();  // loop thread
 
   std::unique_ptr<Engine> engine_;
   const offload::OffloadManager* offload_;  // engine_'s tiers (thread-safe), or null
@@ -95,6 +105,10 @@ class AsyncEngine {
   std::vector<RequestId> aborts_;
   bool stop_ = false;
   MetricsSnapshot metrics_;
+  std::vector<std::shared_ptr<std::packaged_task<void(const Engine&)>>> boundary_tasks_;
+  const KvSettings kv_settings_;  // fixed at construction
+  uint64_t kv_snapshot_sequence_ = 0;  // loop thread only
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only
   std::thread thread_;  // last: starts after everything above exists

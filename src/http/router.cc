@@ -17,7 +17,12 @@ void Router::Add(std::string method, std::string path, Where where, Handler hand
 
 const Router::Route* Router::Find(std::string_view method, std::string_view path) const {
   for (const Route& r : routes_) {
-    if (r.path == path && r.method == method) return &r;
+    if (r.method != method) continue;
+    if (r.path == path) return &r;
+    if (r.path.ends_with("/*") && path.size() >= r.path.size() &&
+        path.starts_with(std::string_view(r.path).substr(0, r.path.size() - 1))) {
+      return &r;
+    }
   }
   return nullptr;
 }

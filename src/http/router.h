@@ -27,7 +27,7 @@ class Router {
   enum Where { kInline, kWorker };
   struct Route {
     std::string method;
-    std::string path;  // exact match
+    std::string path;  // exact match; "/prefix/*" matches every path under /prefix/
     Where where = kWorker;
     Handler handler;
   };

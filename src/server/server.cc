@@ -6,6 +6,7 @@
 
 #include "core/log.h"
 #include "http/http_server.h"
+#include "server/kv_dashboard_routes.h"
 #include "server/responses.h"
 
 namespace kvserve::server {
@@ -114,7 +115,9 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
       chat_template_(chat_template),
       parse_context_{&tokenizer_, &chat_template_, options_.served_model_name,
                      options_.request_limits},
-      admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests) {
+      admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests),
+      dashboard_(std::make_unique<KvDashboard>(
+          engine, KvDashboardOptions{.model_name = options_.served_model_name})) {
   parse_context_.limits.max_prompt_bytes =
       MaxPromptBytes(options_.request_limits, engine.max_model_len(), tokenizer_);
   RegisterRoutes();
@@ -181,6 +184,8 @@ void Server::RegisterRoutes() {
               Protected([this](const Request& req) { return HandleTokenize(req); }));
   router_.Add("POST", "/detokenize", Router::kWorker,
               Protected([this](const Request& req) { return HandleDetokenize(req); }));
+  AddKvDashboardRoutes(router_, *dashboard_,
+                       [this](http::Handler handler) { return Protected(std::move(handler)); });
 }
 
 http::Response Server::HandleMetrics() {
@@ -279,6 +284,7 @@ void Server::Shutdown(std::chrono::duration<double> drain_timeout) {
       KV_LOG(WARNING, "requests still in flight at shutdown");
     }
   }
+  dashboard_->Stop();  // ends the event streams
   http_->Stop();
 }
 

@@ -30,6 +30,7 @@
 #include "engine/async_engine.h"
 #include "http/message.h"
 #include "http/router.h"
+#include "server/kv_dashboard.h"
 #include "server/metrics_text.h"
 #include "server/protocol.h"
 #include "tokenizer/chat_template.h"
@@ -119,6 +120,7 @@ class Server {
   Admission admission_;
   http::Router router_;
   std::unique_ptr<http::HttpServer> http_;
+  std::unique_ptr<KvDashboard> dashboard_;  // /v1/kv/*, /dashboard
   std::atomic<int64_t> next_request_ = 0;
   std::atomic<int64_t> num_rejected_ = 0;
   std::mutex shutdown_mu_;

@@ -56,7 +56,9 @@ inline constexpr ModelCase kModelCases[] = {
     // experts and moves that position's logprobs by far more than the rounding itself
     // (docs/models.md), so the non-F32 bounds of the MoE cases are measured per case.
     {"deepseek2_tiny_f16", "make-model --arch deepseek2 --preset tiny --type f16", "f16", 5e-3},
-    {"deepseek2_tiny_q8_0", "make-model --arch deepseek2 --preset tiny --type q8_0", "f16", 1.5},
+    // 1.67 measured after the integer matmuls of the K-quant work (their Q8_0 rounding moved
+    // some router ties): an MoE routing case, no position decisive at this bound.
+    {"deepseek2_tiny_q8_0", "make-model --arch deepseek2 --preset tiny --type q8_0", "f16", 2.0},
     {"deepseek2_lite_f32", "make-model --arch deepseek2 --preset tiny-lite --type f32", "f32",
      1e-4},
     {"deepseek2_lite_f16", "make-model --arch deepseek2 --preset tiny-lite --type f16", "f16",

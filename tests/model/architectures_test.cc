@@ -81,7 +81,8 @@ TEST_P(ArchitectureTest, GreedyTokensAndLogprobsMatchFloat64Reference) {
   ASSERT_EQ(config.architecture, c.arch);
   const int num_groups = NumKvGroups(config);
   testing::SimpleKvArena arena(static_cast<int>(config.num_layers),
-                               static_cast<int>(config.kv_row_elems()), tensor::DType::kF32, 16, 8,
+                               static_cast<int>(config.num_kv_heads), static_cast<int>(config.head_dim),
+                               tensor::DType::kF32, 16, 8,
                                num_groups);
   const std::vector<int32_t> table_ids = {5, 2, 7, 0, 3, 1, 6, 4};  // 128 tokens
   const std::vector<std::span<const int32_t>> tables(num_groups, table_ids);

@@ -183,8 +183,8 @@ void CompareWithReference(const RandomSpec& spec, int prompt_len, int num_decode
   auto ref = model_test::ReferenceDense::Create(*file);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   const ModelConfig& c = (*model)->config();
-  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
-                               tensor::DType::kF32, 16, 4);
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                               static_cast<int>(c.head_dim), tensor::DType::kF32, 16, 4);
   const std::vector<int32_t> table_ids = {3, 1, 0, 2};
   const std::span<const int32_t> table[] = {table_ids};
   ThreadPool pool(2);

@@ -46,7 +46,8 @@ std::vector<Logits> RunPlans(DenseModel& model, const std::vector<SeqPlan>& plan
     num_blocks =
         std::max(num_blocks, *std::max_element(p.block_table.begin(), p.block_table.end()) + 1);
   }
-  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                               static_cast<int>(c.head_dim), kv_dtype,
                       4, num_blocks);
   ThreadPool pool(num_threads);
   std::vector<std::span<const int32_t>> tables;  // (plans): one KV group each
