@@ -7,7 +7,8 @@
 //      prefill chunks of 16..2048 tokens at several contexts, decode batches of 1..64 at
 //      several contexts, and mixes of both. Each point: one warm-up, then the median of
 //      `repeats` runs. KV positions before a shape's context are never computed (their values
-//      do not change the time).
+//      do not change the time), but their pages are written once, so attention reads real
+//      memory rather than the kernel's zero page.
 //   2. Fit: the profile whose cost model (sim/cost_model.h) best predicts those times, by
 //      Nelder-Mead over the logs of eight rates (GEMM FLOP/s for the model's weight dtypes,
 //      memory bandwidth, attention FLOP/s and KV bandwidth, sampling rate, overheads per step,
@@ -39,7 +40,7 @@ struct CalibrationOptions {
   std::string model_path;
   engine::EngineConfig engine;  // threads, block size, KV dtype (as serve would run)
   uint64_t kv_arena_bytes = 3ull << 30;  // KV memory for the grid's largest shape
-  int repeats = 3;
+  int repeats = 5;
   bool quick = false;  // a few small shapes, one run each (tests)
 };
 
