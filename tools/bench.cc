@@ -38,6 +38,7 @@ struct BenchFlags {
   int num_prefix_groups = 1;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
+  float temperature = 1.0f;
   EngineFlags engine_flags;
   engine::EngineConfig config;  // resolved from engine_flags
 };
@@ -86,7 +87,7 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
     while (static_cast<int>(r.prompt.size()) < f.input_len) {
       r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
     }
-    r.params.temperature = 1.0f;
+    r.params.temperature = f.temperature;
     r.params.ignore_eos = true;
     r.params.max_tokens = f.output_len;
     r.params.seed = f.seed + i;
@@ -210,6 +211,8 @@ void RegisterBench(CLI::App& app) {
                  "request i shares group i % G's prefix")->capture_default_str();
   tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
+  tp->add_option("--temperature", f->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
   AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kServe);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }

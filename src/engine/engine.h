@@ -139,6 +139,7 @@ class Engine {
   int64_t max_model_len() const { return scheduler_->config().max_model_len; }
   int32_t vocab_size() const { return static_cast<int32_t>(model_->vocab_size()); }
   int num_threads() const { return pool_.num_threads(); }
+  const EngineConfig& config() const { return config_; }
   const scheduler::Scheduler& scheduler() const { return *scheduler_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
   // The offload tiers, or null when none is configured.

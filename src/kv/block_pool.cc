@@ -17,8 +17,19 @@ BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
   blocks_[head_].next = head_;
   // The null block is permanently referenced so that it never looks free.
   blocks_[kNullBlock].ref_cnt = 1;
+  states_.assign(static_cast<size_t>(num_blocks), BlockState::kFree);
+  states_[kNullBlock] = BlockState::kNull;
   for (BlockId id = 1; id < num_blocks; ++id) QueuePushBack(id);
 }
+
+BlockState BlockPool::StateOf(const Block& b) {
+  return b.ref_cnt > 1 ? BlockState::kShared
+         : b.ref_cnt == 1 ? BlockState::kUsed
+         : b.hash ? BlockState::kCached
+                  : BlockState::kFree;
+}
+
+void BlockPool::UpdateState(BlockId id) { states_[id] = StateOf(blocks_[id]); }
 
 double BlockPool::Usage() const {
   return 1.0 - static_cast<double>(num_free_) / static_cast<double>(NumUsableBlocks());
@@ -55,6 +66,7 @@ void BlockPool::Evict(BlockId id) {
   const BlockHash hash = *b.hash;
   hash_to_block_.Erase(hash);
   b.hash.reset();
+  UpdateState(id);
   ++num_evictions_;
   if (on_evict_) on_evict_(id, hash);
 }
@@ -79,6 +91,7 @@ std::optional<std::vector<BlockId>> BlockPool::Allocate(int32_t n) {
     QueueRemove(id);
     Evict(id);
     blocks_[id].ref_cnt = 1;
+    UpdateState(id);
     out.push_back(id);
   }
   return out;
@@ -91,6 +104,7 @@ void BlockPool::Touch(std::span<const BlockId> ids) {
     Block& b = blocks_[id];
     if (b.ref_cnt == 0) QueueRemove(id);
     ++b.ref_cnt;
+    UpdateState(id);
   }
 }
 
@@ -101,6 +115,7 @@ void BlockPool::Free(std::span<const BlockId> ids) {
     Block& b = blocks_[id];
     CHECK_GT(b.ref_cnt, 0) << "double free of block " << id;
     if (--b.ref_cnt == 0) QueuePushBack(id);
+    UpdateState(id);
   }
 }
 
@@ -114,6 +129,7 @@ bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
   }
   if (!hash_to_block_.Insert(hash, id)) return false;
   b.hash = hash;
+  UpdateState(id);
   return true;
 }
 
@@ -141,6 +157,7 @@ Status BlockPool::CheckIntegrity() const {
     const Block& b = blocks_[id];
     if (b.ref_cnt < 0) return Internal(fmt::format("block {} has ref {}", id, b.ref_cnt));
     if (!b.in_queue && b.ref_cnt == 0) return Internal(fmt::format("block {} leaked", id));
+    if (states_[id] != StateOf(b)) return Internal(fmt::format("block {} state is stale", id));
     if (!b.hash.has_value()) continue;
     ++num_hashed;
     if (hash_to_block_.Find(*b.hash) != std::optional<BlockId>(id)) {

@@ -206,6 +206,7 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
     }
     r.num_cached_tokens = num_cached;
     r.num_loaded_tokens = 0;
+    r.loaded_tokens_per_tier.clear();
     r.num_computed_tokens = num_cached;
     Admit(r, n, step, out);
   }
@@ -246,14 +247,18 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     if (loading_.erase(done.id) == 0) continue;  // aborted meanwhile
     Request& r = *requests_.at(done.id);
     const std::span<const kv::BlockLoad> loads(r.pending_loads);
-    kv_->CommitLoadedBlocks(r.id, loads.first(std::min(done.num_loaded, loads.size())));
+    const std::span<const kv::BlockLoad> loaded = loads.first(std::min(done.num_loaded, loads.size()));
+    kv_->CommitLoadedBlocks(r.id, loaded);
+    std::vector<int64_t> per_group(kv_->num_groups(), 0);
+    for (const kv::BlockLoad& l : loaded) ++per_group[l.group];
+    const int64_t loaded_tokens =
+        *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
     if (done.num_loaded == loads.size()) {
       r.num_computed_tokens = r.num_cached_tokens;
-      std::vector<int64_t> per_group(kv_->num_groups(), 0);
-      for (const kv::BlockLoad& l : loads) ++per_group[l.group];
-      r.num_loaded_tokens =
-          *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
+      r.num_loaded_tokens = loaded_tokens;  // counted when the request is scheduled
+      r.loaded_tokens_per_tier = done.tokens_per_tier;
     } else {  // what arrived is cached now; recompute the rest without the tiers
+      prefix_loaded_tokens_ += loaded_tokens;  // loaded all the same (the metric counts it)
       kv_->Free(r.id);
       r.num_computed_tokens = 0;
       r.num_cached_tokens = 0;

@@ -152,6 +152,8 @@ class Scheduler {
   }
   const std::vector<RequestId>& running() const { return running_; }
   const std::deque<RequestId>& waiting() const { return waiting_; }
+  // Requests whose prefix is loading from a lower tier (off both queues), in no order.
+  const std::unordered_set<RequestId>& loading() const { return loading_; }
   SchedulerStats Stats() const;
 
  private:

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <span>
 #include <fmt/format.h>
 
 #include "offload/offload_manager.h"
@@ -26,18 +27,21 @@ std::vector<offload::BlockKey> Keys(int n, uint64_t salt) {
   return keys;
 }
 
-// Median seconds to load `keys` and copy every payload into a device-sized buffer, as
-// TieredKvConnector::PollLoads does.
+// Median seconds to load `keys` into device-sized destinations (block i of `dest`), as
+// TieredKvConnector does: the read threads copy each block straight into its destination.
 double TimeLoad(offload::OffloadManager& m, const std::vector<offload::BlockKey>& keys,
                 std::vector<std::byte>& dest) {
+  const size_t block_bytes = dest.size() / kBlocks;
   std::vector<double> runs;
   for (int r = 0; r < kRepeats; ++r) {
-    const auto start = std::chrono::steady_clock::now();
-    offload::LoadResult result = m.LoadAsync(keys).get();
-    for (size_t i = 0; i < result.num_loaded; ++i) {
-      std::memcpy(dest.data(), result.payloads[i]->data(), result.payloads[i]->size());
+    std::vector<offload::LoadTarget> targets;
+    for (size_t i = 0; i < keys.size(); ++i) {
+      targets.push_back({keys[i], std::span<std::byte>(dest).subspan(i * block_bytes, block_bytes)});
     }
+    const auto start = std::chrono::steady_clock::now();
+    offload::LoadResult result = m.LoadAsync(std::move(targets)).Get();
     runs.push_back(Seconds(start));
+    if (result.num_loaded != keys.size()) runs.back() = 1e9;  // a tier that cannot serve
   }
   std::sort(runs.begin(), runs.end());
   return runs[runs.size() / 2];
@@ -59,7 +63,7 @@ Result<TierSpeeds> MeasureTierSpeeds(const kv::KvCacheConfig& kv_config, int64_t
                                          kv_config.block_size};
   const offload::RecordIdentity identity = offload::MakeRecordIdentity(kv_config, fingerprint);
   std::vector<std::byte> block(static_cast<size_t>(block_bytes), std::byte{7});
-  std::vector<std::byte> dest(block.size());
+  std::vector<std::byte> dest(block.size() * kBlocks);
   TierSpeeds out;
   {  // CPU tier: stores are copies on the caller's thread; loads go through the read pool.
     offload::OffloadConfig config;

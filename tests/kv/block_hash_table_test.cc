@@ -33,7 +33,9 @@ TEST(BlockHashTable, MatchesAMapUnderChurn) {
           auto it = ref.find(q);
           const std::optional<int32_t> got = table.Find(q);
           ASSERT_EQ(got.has_value(), it != ref.end()) << "step " << step;
-          if (got) EXPECT_EQ(*got, it->second);
+          if (got) {
+            EXPECT_EQ(*got, it->second);
+          }
         }
       }
     }

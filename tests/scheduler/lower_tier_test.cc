@@ -23,7 +23,7 @@ class FakeConnector final : public kv::KvConnector {
   }
   std::vector<kv::FinishedLoad> PollLoads(std::chrono::milliseconds) override {
     std::vector<kv::FinishedLoad> out;
-    for (const auto& [id, n] : finished) out.push_back({id, n});
+    for (const auto& [id, n] : finished) out.push_back({id, n, {}});
     for (const auto& [id, n] : finished) started.erase(id);
     finished.clear();
     return out;
@@ -124,6 +124,9 @@ TEST_F(LowerTierTest, ShortLoadRegistersWhatArrivedAndRecomputesTheRest) {
   EXPECT_EQ(a->num_computed_tokens, 4);  // block 0 from the device cache, no second load
   EXPECT_EQ(a->num_scheduled_tokens, 9);
   EXPECT_TRUE(connector_.started.empty());
+  // The block that did arrive was loaded from a tier: kvserve:prefix_cache_loaded_total counts
+  // it (issue 19: it stayed 0 when a load came up short).
+  EXPECT_EQ(scheduler_->Stats().prefix_loaded_tokens, 4);
   ASSERT_TRUE(kv_->CheckIntegrity().ok());
 }
 
