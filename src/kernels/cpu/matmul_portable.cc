@@ -161,7 +161,8 @@ int NearestEven(float v) {
 
 }  // namespace
 
-void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums) {
+void internal::QuantizeActivationRowQ8KPortable(const float* x, int64_t cols, int8_t* q, float* d,
+                                                int16_t* sums) {
   CHECK_EQ(cols % 256, 0);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + 256 * b;
