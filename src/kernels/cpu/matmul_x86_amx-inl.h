@@ -138,6 +138,50 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxStep(const int8_t* a, int64_t part_stride,
   }
 }
 
+// One block of a 32-value format into the C tiles of `set` (0: tmm0-1 with A in tmm4; 1: tmm2-3
+// with A in tmm5).
+template <int G>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStep32(int set, const int8_t* a, int64_t cols,
+                                             const uint8_t* b0, const uint8_t* b1) {
+  if (set == 0) {
+    _tile_loadd(4, a, cols);
+    _tile_loadd(6, b0, 64);
+    _tile_dpbssd(0, 4, 6);
+    if constexpr (G == 2) {
+      _tile_loadd(7, b1, 64);
+      _tile_dpbssd(1, 4, 7);
+    }
+  } else {
+    _tile_loadd(5, a, cols);
+    _tile_loadd(6, b0, 64);
+    _tile_dpbssd(2, 5, 6);
+    if constexpr (G == 2) {
+      _tile_loadd(7, b1, 64);
+      _tile_dpbssd(3, 5, 7);
+    }
+  }
+}
+
+// Stores the C tiles of `set` (as AmxStep32) to c[group] and zeroes them.
+template <int G>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxDrainSet(int set, int32_t (*c)[256]) {
+  if (set == 0) {
+    _tile_stored(0, c[0], 64);
+    _tile_zero(0);
+    if constexpr (G == 2) {
+      _tile_stored(1, c[1], 64);
+      _tile_zero(1);
+    }
+  } else {
+    _tile_stored(2, c[0], 64);
+    _tile_zero(2);
+    if constexpr (G == 2) {
+      _tile_stored(3, c[1], 64);
+      _tile_zero(3);
+    }
+  }
+}
+
 // Stores the C tiles of P parts x G groups to c[2 part + group][16][16] and zeroes them.
 template <int P, int G>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxDrain(int32_t (*c)[256]) {
@@ -212,12 +256,8 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
   alignas(64) int32_t c[4][256];
   alignas(64) float acc[G][16][16];
   std::memset(acc, 0, sizeof(acc));
-  for (int64_t b = 0; b < blocks; ++b) {
-    for (int64_t first = Traits::kBlock * b; first < Traits::kBlock * (b + 1); first += kK) {
-      AmxStep<kParts, G>(parts.parts + first, part_stride, cols, q[0] + 16 * first,
-                         q[1] + 16 * first);
-    }
-    AmxDrain<kParts, G>(c);
+  // The f32 chain of block b from its drained integers c.
+  auto finish_block = [&](int64_t b) HWY_ATTR {
     for (int g = 0; g < G; ++g) {
       const __m512 xv = _mm512_loadu_ps(dx[g] + 16 * b);
       [[maybe_unused]] __m512 block_sum;
@@ -247,6 +287,28 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
         _mm512_store_ps(acc[g][r], a);
       }
     }
+  };
+  if constexpr (Traits::kK) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      for (int64_t first = Traits::kBlock * b; first < Traits::kBlock * (b + 1); first += kK) {
+        AmxStep<kParts, G>(parts.parts + first, part_stride, cols, q[0] + 16 * first,
+                           q[1] + 16 * first);
+      }
+      AmxDrain<kParts, G>(c);
+      finish_block(b);
+    }
+  } else {
+    // One step per block: blocks alternate between the C tiles 0-1 and 2-3 (A in 4 or 5), so
+    // the multiplies of block b run while block b - 1 is drained and finished.
+    for (int64_t b = 0; b < blocks; ++b) {
+      AmxStep32<G>(b & 1, parts.parts + 32 * b, cols, q[0] + 16 * 32 * b, q[1] + 16 * 32 * b);
+      if (b > 0) {
+        AmxDrainSet<G>((b - 1) & 1, c);
+        finish_block(b - 1);
+      }
+    }
+    AmxDrainSet<G>((blocks - 1) & 1, c);
+    finish_block(blocks - 1);
   }
   // Out by token: the tile's rows of a token are contiguous in y (a column of acc, gathered).
   const __m512i column = _mm512_mullo_epi32(_mm512_set1_epi32(16), _mm512_set_epi32(
