@@ -476,18 +476,8 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
   const DecodedRows dec = DecodeBuffer(kR, cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
-  // Few tokens: reading the weights is the cost. Prefetch the rows kPrefetchTiles tiles ahead
-  // (within this call's rows) while this tile is decoded and multiplied.
-  const bool prefetch = t_end - t_begin <= kQuantTokenTile;
-  constexpr int64_t kPrefetchTiles = 2;
   for (int64_t r = row_begin; r < row_end; r += kR) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kR, row_end - r));
-    if (prefetch && r + (kPrefetchTiles + 1) * kR <= row_end) {
-      const uint8_t* ahead = base + (r + kPrefetchTiles * kR) * row_bytes;
-      for (int64_t off = 0; off < kR * row_bytes; off += 64) {
-        _mm_prefetch(reinterpret_cast<const char*>(ahead + off), _MM_HINT_T0);
-      }
-    }
     DecodeRows<kType, kR>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
 #if HWY_TARGET == HWY_AVX3_DL
     if (act.staging != nullptr) {
