@@ -5,11 +5,14 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
+  libhwy-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libfmt-dev
   libxxhash-dev libhiredis-dev redis-server curl libicu-dev
+  clang libclang-rt-dev  # libFuzzer targets (fuzz/)
 )
-# The openai npm client test (tests/server/openai_client) needs node and npm.
+# The openai npm client test (tests/server/openai_client) needs node and npm; the dashboard's
+# browser test (tests/server/dashboard_browser) needs Debian's chromium too.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
+packages+=(chromium)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -7,7 +7,8 @@
 // Random prompts are token ids (I of them, fixed seed; with --shared-prefix-len P the first P
 // are the same in every prompt, so the server's prefix cache can serve them); --dataset is
 // JSON lines with a "prompt" string and optional "max_tokens". The usage chunk's
-// prompt_tokens_details.cached_tokens is summed into the prefix-cache line.
+// prompt_tokens_details.cached_tokens is summed into the prefix-cache line. --dashboard prints
+// the URL of kvserve's live KV dashboard (docs/dashboard.md) before the run starts.
 #include <fmt/format.h>
 #include <httplib.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -45,6 +47,8 @@ struct BenchServeFlags {
   int shared_prefix_len = 0;
   int vocab_hint = 500;  // random token ids are drawn from [1, vocab_hint)
   uint64_t seed = 0;
+  bool dashboard = false;  // print the server's live KV dashboard URL first
+  int dashboard_clients = 0;  // open /v1/kv/events streams during the run (load on the server)
 };
 
 struct Job {
@@ -203,18 +207,67 @@ std::vector<Outcome> RunAll(const BenchServeFlags& f, const std::string& model,
   return outcomes;
 }
 
+// N clients reading GET /v1/kv/events (as N open dashboards would) until destroyed.
+class DashboardClients {
+ public:
+  DashboardClients(const BenchServeFlags& f, int n) {
+    for (int i = 0; i < n; ++i) {
+      threads_.emplace_back([this, &f] {
+        httplib::Client client(f.base_url);
+        client.set_read_timeout(5, 0);
+        httplib::Headers headers;
+        if (!f.api_key.empty()) headers.emplace("Authorization", "Bearer " + f.api_key);
+        while (!stop_.load()) {
+          opened_.fetch_add(1);
+          client.Get("/v1/kv/events", headers, [&](const char* data, size_t size) {
+            for (size_t i = 0; i + 1 < size; ++i) events_ += data[i] == '\n' && data[i + 1] == '\n';
+            return !stop_.load();
+          });
+        }
+      });
+    }
+  }
+  ~DashboardClients() {
+    stop_.store(true);
+    for (std::thread& t : threads_) t.join();
+  }
+  int64_t events() const { return events_.load(); }
+  int64_t opened() const { return opened_.load(); }
+
+ private:
+  std::atomic<bool> stop_{false};
+  std::atomic<int64_t> events_{0}, opened_{0};
+  std::vector<std::thread> threads_;
+};
+
 Status RunBenchServe(BenchServeFlags f) {
   if (f.num_prompts < 1 || f.concurrency < 1 || f.input_len < 1 || f.output_len < 1) {
     return InvalidArgument("--num-prompts, --concurrency, --input-len, --output-len must be >= 1");
   }
   if (f.shared_prefix_len < 0) return InvalidArgument("--shared-prefix-len must be >= 0");
+  if (f.dashboard_clients < 0) return InvalidArgument("--dashboard-clients must be >= 0");
   if (!(f.request_rate > 0)) return InvalidArgument("--request-rate must be positive");
   if (f.model.empty()) {
     KV_ASSIGN_OR_RETURN(f.model, FirstModel(f));
   }
   KV_ASSIGN_OR_RETURN(std::vector<Job> jobs, MakeJobs(f));
+  if (f.dashboard) {
+    std::string_view base = f.base_url;
+    while (base.ends_with('/')) base.remove_suffix(1);
+    fmt::print("Live KV dashboard: {}/dashboard\n", base);
+    std::fflush(stdout);
+  }
   double elapsed = 0;
+  std::optional<DashboardClients> dashboards;
+  if (f.dashboard_clients > 0) {
+    dashboards.emplace(f, f.dashboard_clients);
+    std::this_thread::sleep_for(std::chrono::seconds(1));  // every stream open
+  }
+  const int64_t events_before = dashboards ? dashboards->events() : 0;
   std::vector<Outcome> outcomes = RunAll(f, f.model, jobs, elapsed);
+  const int64_t dashboard_events = dashboards ? dashboards->events() - events_before : 0;
+  const int64_t dashboard_opens = dashboards ? dashboards->opened() : 0;
+  dashboards.reset();
   std::vector<double> ttft, tpot, itl, e2e;
   int64_t in_tokens = 0, out_tokens = 0, cached_tokens = 0;
   int ok = 0;
@@ -248,6 +301,11 @@ Status RunBenchServe(BenchServeFlags f) {
   PrintStats("TPOT", tpot);
   PrintStats("ITL", itl);
   PrintStats("E2E", e2e);
+  if (f.dashboard_clients > 0) {
+    fmt::print("Dashboard streams: {} (opened {} times), {:.2f} events/s each during the run\n",
+               f.dashboard_clients, dashboard_opens,
+               static_cast<double>(dashboard_events) / f.dashboard_clients / elapsed);
+  }
   if (ok != static_cast<int>(outcomes.size())) return Unavailable("some requests failed");
   return Status::Ok();
 }
@@ -274,6 +332,11 @@ void RegisterBenchServe(CLI::App* bench) {
   cmd->add_option("--random-vocab", f->vocab_hint, "random token ids below this")
       ->capture_default_str();
   cmd->add_option("--seed", f->seed)->capture_default_str();
+  cmd->add_option("--dashboard-clients", f->dashboard_clients,
+                  "keep N GET /v1/kv/events streams open during the run (N open dashboards)")
+      ->capture_default_str();
+  cmd->add_flag("--dashboard", f->dashboard,
+                "print the URL of the server's live KV dashboard (kvserve serve's /dashboard)");
   cmd->callback([f] { ReportFailure("bench serve", RunBenchServe(*f)); });
 }
 

@@ -20,19 +20,28 @@ std::optional<RequestOutput> RequestStream::TryNext() {
 }
 
 void RequestStream::Push(RequestOutput output) {
+  std::function<void()> on_push;
   {
     std::lock_guard<std::mutex> lock(mu_);
     CHECK(!closed_) << "output pushed after the final one";
     closed_ = output.finish.has_value();
     queue_.push_back(std::move(output));
+    on_push = on_push_;
   }
   cv_.notify_all();
+  if (on_push) on_push();
+}
+
+void RequestStream::SetListener(std::function<void()> on_push) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_push_ = std::move(on_push);
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)
     : engine_(std::move(engine)),
       offload_(engine_->offload()),
-      max_model_len_(engine_->max_model_len()) {
+      max_model_len_(engine_->max_model_len()),
+      kv_settings_(MakeKvSettings(*engine_)) {
   metrics_ = engine_->Metrics();
   thread_ = std::thread([this] { Loop(); });
 }
@@ -75,6 +84,47 @@ MetricsSnapshot AsyncEngine::Metrics() const {
   return metrics_;
 }
 
+bool AsyncEngine::RunAtStepBoundary(std::function<void(const Engine&)> fn,
+                                    std::chrono::milliseconds timeout) {
+  auto task = std::make_shared<std::packaged_task<void(const Engine&)>>(std::move(fn));
+  std::future<void> done = task->get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return false;
+    boundary_tasks_.push_back(std::move(task));
+  }
+  cv_.notify_all();
+  if (done.wait_for(timeout) != std::future_status::ready) return false;
+  try {
+    done.get();
+  } catch (const std::future_error&) {  // dropped at shutdown
+    return false;
+  }
+  return true;
+}
+
+std::shared_ptr<const KvSnapshot> AsyncEngine::KvState(std::chrono::milliseconds timeout) {
+  auto out = std::make_shared<std::shared_ptr<const KvSnapshot>>();
+  const bool ran = RunAtStepBoundary(
+      [this, out](const Engine& engine) {
+        const double uptime_s =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+        *out = std::make_shared<const KvSnapshot>(
+            TakeKvSnapshot(engine, kv_settings_, ++kv_snapshot_sequence_, uptime_s));
+      },
+      timeout);
+  return ran ? *out : nullptr;
+}
+
+void AsyncEngine::RunBoundaryTasks() {
+  std::vector<std::shared_ptr<std::packaged_task<void(const Engine&)>>> tasks;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks.swap(boundary_tasks_);
+  }
+  for (const auto& task : tasks) (*task)(*engine_);
+}
+
 void AsyncEngine::Loop() {
   while (true) {
     std::vector<Pending> adds;
@@ -82,7 +132,8 @@ void AsyncEngine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait(lock, [&] {
-        return stop_ || !inbox_.empty() || !aborts_.empty() || engine_->HasUnfinished();
+        return stop_ || !inbox_.empty() || !aborts_.empty() || !boundary_tasks_.empty() ||
+               engine_->HasUnfinished();
       });
       if (stop_) break;  // inbox_ is drained below
       adds.swap(inbox_);
@@ -99,12 +150,14 @@ void AsyncEngine::Loop() {
       metrics_ = std::move(snapshot);
     }
     Dispatch(std::move(outputs));
+    RunBoundaryTasks();  // between two steps
   }
-  // Shutting down: everything still open ends with kAbort.
+  // Shutting down: everything still open ends with kAbort; boundary tasks are dropped.
   std::vector<Pending> never_started;
   {
     std::lock_guard<std::mutex> lock(mu_);
     never_started.swap(inbox_);
+    boundary_tasks_.clear();
   }
   for (Pending& p : never_started) p.stream->Push({p.id, {}, FinishReason::kAbort, ""});
   for (auto& [id, stream] : streams_) {

@@ -14,6 +14,8 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
+#include <future>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -22,6 +24,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/kv_snapshot.h"
 
 namespace kvserve::engine {
 
@@ -34,12 +37,17 @@ class RequestStream {
   std::optional<RequestOutput> TryNext();
   // The loop thread's side. note: nothing is pushed after an output with a finish.
   void Push(RequestOutput output);
+  // Event-driven readers: `on_push` runs on the loop thread after every later Push (outside
+  // the stream's lock; it must be quick and must not block, e.g. post to an event loop).
+  // Outputs pushed before the call are not announced: read them with TryNext after setting.
+  void SetListener(std::function<void()> on_push);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   bool closed_ = false;  // the final output was pushed
+  std::function<void()> on_push_;  // guarded by mu_
 };
 
 struct RequestHandle {
@@ -67,6 +75,13 @@ class AsyncEngine {
   // empty without tiers. Thread-safe.
   std::string OffloadPrometheus() const;
   int64_t max_model_len() const { return max_model_len_; }
+  // Runs `fn` on the loop thread at the next step boundary (at once when idle), where it may
+  // read the engine, and waits for it. False when the engine stopped or `timeout` passed first
+  // (fn may then still run later, or never: it must own what it touches). Thread-safe.
+  bool RunAtStepBoundary(std::function<void(const Engine&)> fn, std::chrono::milliseconds timeout);
+  // The KV cache's state (engine/kv_snapshot.h) at the next step boundary; null when
+  // RunAtStepBoundary fails. Thread-safe.
+  std::shared_ptr<const KvSnapshot> KvState(std::chrono::milliseconds timeout);
 
  private:
   struct Pending {
@@ -77,6 +92,7 @@ class AsyncEngine {
   void Loop();
   void ApplyInbox(std::vector<Pending> adds, std::vector<RequestId> aborts);
   void Dispatch(std::vector<RequestOutput> outputs);
+  void RunBoundaryTasks();  // loop thread
 
   std::unique_ptr<Engine> engine_;
   const offload::OffloadManager* offload_;  // engine_'s tiers (thread-safe), or null
@@ -89,6 +105,10 @@ class AsyncEngine {
   std::vector<RequestId> aborts_;
   bool stop_ = false;
   MetricsSnapshot metrics_;
+  std::vector<std::shared_ptr<std::packaged_task<void(const Engine&)>>> boundary_tasks_;
+  const KvSettings kv_settings_;  // fixed at construction
+  uint64_t kv_snapshot_sequence_ = 0;  // loop thread only
+  const std::chrono::steady_clock::time_point start_ = std::chrono::steady_clock::now();
 
   std::unordered_map<RequestId, std::shared_ptr<RequestStream>> streams_;  // loop thread only
   std::thread thread_;  // last: starts after everything above exists

@@ -80,43 +80,49 @@ Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const E
   return make();
 }
 
-Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
-  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
-  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
+  LoadedModel m;
+  m.file = std::move(opened);
+  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*m.file));
+  m.architecture = arch->name;
   std::shared_ptr<const gguf::GgufFile> draft_file;
   const model::Architecture* draft_arch = nullptr;
   if (config.speculative && !config.speculative->draft_model.empty()) {
-    KV_ASSIGN_OR_RETURN(draft_file, OpenDraftModel(config.speculative->draft_model, *file));
+    KV_ASSIGN_OR_RETURN(draft_file, OpenDraftModel(config.speculative->draft_model, *m.file));
     KV_ASSIGN_OR_RETURN(draft_arch, model::FindArchitecture(*draft_file));
   }
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout,
-                      ResolveKvLayout(*file, config, draft_file.get()));
+  KV_ASSIGN_OR_RETURN(m.layout, ResolveKvLayout(*m.file, config, draft_file.get()));
   model::LoadOptions load;
   load.max_batch_tokens = config.max_num_batched_tokens;
-  load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
+  load.max_context_tokens = static_cast<int32_t>(m.layout.config.max_model_len);
   load.max_threads = config.NumThreads();
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
-  std::optional<Draft> draft;
+  KV_ASSIGN_OR_RETURN(m.model, arch->load(m.file, load));
   std::string identity(arch->name);
   if (draft_file) {
-    KV_ASSIGN_OR_RETURN(model::ModelKvLayout own, ResolveKvLayout(*file, config));
-    draft.emplace();
-    KV_ASSIGN_OR_RETURN(draft->model, draft_arch->load(draft_file, load));
-    draft->first_group = static_cast<int>(own.config.groups.size());
-    draft->first_layer = own.config.num_layers;
+    KV_ASSIGN_OR_RETURN(model::ModelKvLayout own, ResolveKvLayout(*m.file, config));
+    m.draft.emplace();
+    KV_ASSIGN_OR_RETURN(m.draft->model, draft_arch->load(draft_file, load));
+    m.draft->first_group = static_cast<int>(own.config.groups.size());
+    m.draft->first_layer = own.config.num_layers;
     // Cached blocks hold the draft's KV too: its weights are part of their identity.
     identity += "+draft:" + model::WeightsDigest(*draft_file);
   }
+  m.fingerprint = model::MakeFingerprint(*m.file, identity, m.layout.config);
+  return m;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(path, config));
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(*file, identity, layout.config);
+  kv_options.fingerprint = m.fingerprint;
   std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*m.file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  return Create(std::move(model), layout.config, kv_options, config, eos, std::move(draft));
+  return Create(std::move(m.model), m.layout.config, kv_options, config, eos, std::move(m.draft));
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,
@@ -191,16 +197,16 @@ Status Engine::ValidateRequest(const EngineRequest& request) const {
           fmt::format("prompt token {} is outside the vocabulary [0, {})", t, vocab_size()));
     }
   }
-  const int64_t max_len = max_model_len();
-  const int64_t max_tokens = request.params.max_tokens.value_or(1);
-  if (num_prompt + max_tokens > max_len) {
-    return OutOfRange(fmt::format(
-        "This model's maximum context length (--max-model-len) is {} tokens. However, you "
-        "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
-        "of the prompt or the completion.",
-        max_len, num_prompt + max_tokens, num_prompt, max_tokens));
-  }
-  return Status::Ok();
+  return CheckContextLength(num_prompt, request.params.max_tokens.value_or(1), max_model_len());
+}
+
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
+  if (num_prompt_tokens + max_tokens <= max_model_len) return Status::Ok();
+  return OutOfRange(fmt::format(
+      "This model's maximum context length (--max-model-len) is {} tokens. However, you "
+      "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
+      "of the prompt or the completion.",
+      max_model_len, num_prompt_tokens + max_tokens, num_prompt_tokens, max_tokens));
 }
 
 Result<ValidRequest> Engine::Validate(EngineRequest request) const {

@@ -139,6 +139,7 @@ class Engine {
   int64_t max_model_len() const { return scheduler_->config().max_model_len; }
   int32_t vocab_size() const { return static_cast<int32_t>(model_->vocab_size()); }
   int num_threads() const { return pool_.num_threads(); }
+  const EngineConfig& config() const { return config_; }
   const scheduler::Scheduler& scheduler() const { return *scheduler_; }
   const kv::KvCacheManager& kv() const { return *kv_; }
   // The offload tiers, or null when none is configured.
@@ -199,12 +200,31 @@ class Engine {
   MetricsSnapshot metrics_;
 };
 
+// OutOfRange, in vLLM's words, when a prompt of num_prompt_tokens plus max_tokens more exceeds
+// max_model_len. Engine::ValidateRequest's length check (the simulator applies it too).
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len);
+
 // The max-model-len an engine will run with: `requested` (or the context length) when the
 // budget holds one request that long; otherwise the longest that fits when not requested
 // (warning logged), InvalidArgument when requested. Exposed for tests.
 Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
                                    uint64_t budget_bytes, int64_t context_length,
                                    std::optional<int64_t> requested);
+
+// A GGUF model as Engine::Load loads it: the architecture from the registry, the KV layout
+// from ResolveKvLayout (with the draft model's groups appended when config asks for one), the
+// weights mapped (load options from config: batch tokens, context, threads), the draft model,
+// and the fingerprint of (file, architecture, draft, layout). For Engine::Load and for tools
+// that run the model directly (`kvserve simulate --calibrate`).
+struct LoadedModel {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::string architecture;
+  model::ModelKvLayout layout;
+  std::unique_ptr<model::Model> model;
+  std::optional<Engine::Draft> draft;
+  kv::ModelFingerprint fingerprint;
+};
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config);
 
 // THE KV layout a GGUF model runs with under `config`: model::MakeModelKvLayout over the file's
 // KV shape, at the max-model-len ResolveMaxModelLen gives for config's budget. Engine::Load,

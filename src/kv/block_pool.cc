@@ -7,15 +7,29 @@
 namespace kvserve::kv {
 
 BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
-    : num_blocks_(num_blocks), head_(num_blocks), enable_caching_(enable_caching) {
+    : num_blocks_(num_blocks),
+      head_(num_blocks),
+      enable_caching_(enable_caching),
+      hash_to_block_(enable_caching ? static_cast<size_t>(num_blocks) : 0) {
   CHECK_GE(num_blocks, 2) << "a pool needs the null block and one usable block";
   blocks_.resize(static_cast<size_t>(num_blocks) + 1);
   blocks_[head_].prev = head_;
   blocks_[head_].next = head_;
   // The null block is permanently referenced so that it never looks free.
   blocks_[kNullBlock].ref_cnt = 1;
+  states_.assign(static_cast<size_t>(num_blocks), BlockState::kFree);
+  states_[kNullBlock] = BlockState::kNull;
   for (BlockId id = 1; id < num_blocks; ++id) QueuePushBack(id);
 }
+
+BlockState BlockPool::StateOf(const Block& b) {
+  return b.ref_cnt > 1 ? BlockState::kShared
+         : b.ref_cnt == 1 ? BlockState::kUsed
+         : b.hash ? BlockState::kCached
+                  : BlockState::kFree;
+}
+
+void BlockPool::UpdateState(BlockId id) { states_[id] = StateOf(blocks_[id]); }
 
 double BlockPool::Usage() const {
   return 1.0 - static_cast<double>(num_free_) / static_cast<double>(NumUsableBlocks());
@@ -43,17 +57,16 @@ void BlockPool::QueueRemove(BlockId id) {
 }
 
 std::optional<BlockId> BlockPool::LookupCached(const BlockHash& hash) const {
-  auto it = hash_to_block_.find(hash);
-  if (it == hash_to_block_.end()) return std::nullopt;
-  return it->second;
+  return hash_to_block_.Find(hash);
 }
 
 void BlockPool::Evict(BlockId id) {
   Block& b = blocks_[id];
   if (!b.hash.has_value()) return;
   const BlockHash hash = *b.hash;
-  hash_to_block_.erase(hash);
+  hash_to_block_.Erase(hash);
   b.hash.reset();
+  UpdateState(id);
   ++num_evictions_;
   if (on_evict_) on_evict_(id, hash);
 }
@@ -78,6 +91,7 @@ std::optional<std::vector<BlockId>> BlockPool::Allocate(int32_t n) {
     QueueRemove(id);
     Evict(id);
     blocks_[id].ref_cnt = 1;
+    UpdateState(id);
     out.push_back(id);
   }
   return out;
@@ -90,6 +104,7 @@ void BlockPool::Touch(std::span<const BlockId> ids) {
     Block& b = blocks_[id];
     if (b.ref_cnt == 0) QueueRemove(id);
     ++b.ref_cnt;
+    UpdateState(id);
   }
 }
 
@@ -100,6 +115,7 @@ void BlockPool::Free(std::span<const BlockId> ids) {
     Block& b = blocks_[id];
     CHECK_GT(b.ref_cnt, 0) << "double free of block " << id;
     if (--b.ref_cnt == 0) QueuePushBack(id);
+    UpdateState(id);
   }
 }
 
@@ -111,8 +127,9 @@ bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
     CHECK(*b.hash == hash) << "block " << id << " re-cached under a different hash";
     return false;
   }
-  if (!hash_to_block_.emplace(hash, id).second) return false;
+  if (!hash_to_block_.Insert(hash, id)) return false;
   b.hash = hash;
+  UpdateState(id);
   return true;
 }
 
@@ -140,10 +157,10 @@ Status BlockPool::CheckIntegrity() const {
     const Block& b = blocks_[id];
     if (b.ref_cnt < 0) return Internal(fmt::format("block {} has ref {}", id, b.ref_cnt));
     if (!b.in_queue && b.ref_cnt == 0) return Internal(fmt::format("block {} leaked", id));
+    if (states_[id] != StateOf(b)) return Internal(fmt::format("block {} state is stale", id));
     if (!b.hash.has_value()) continue;
     ++num_hashed;
-    auto it = hash_to_block_.find(*b.hash);
-    if (it == hash_to_block_.end() || it->second != id) {
+    if (hash_to_block_.Find(*b.hash) != std::optional<BlockId>(id)) {
       return Internal(fmt::format("block {} hash not mapped to it", id));
     }
   }

@@ -9,7 +9,8 @@
 //   - every other block is either in the free queue with ref_cnt 0, or out of it with
 //     ref_cnt > 0;
 //   - a block with a hash is the value of hash_to_block_[hash] and vice versa;
-//   - free queue length == NumFreeBlocks(); ordered least recently used first.
+//   - free queue length == NumFreeBlocks(); ordered least recently used first;
+//   - States()[id] agrees with the block's ref count and hash.
 // Free blocks keep their hash (a "cached free block") until allocation evicts them, so a
 // later prefix hit can take them back out of the middle of the queue in O(1).
 //
@@ -20,16 +21,26 @@
 #include <functional>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
+#include "kv/block_hash_table.h"
 #include "kv/hash.h"
 
 namespace kvserve::kv {
 
 using BlockId = int32_t;
 inline constexpr BlockId kNullBlock = 0;
+
+// A block's state in one byte, kept current for every block (BlockPool::States), so a view of
+// the whole pool (the live dashboard, engine/kv_snapshot.h) costs one copy of num_blocks bytes.
+enum class BlockState : char {
+  kNull = 'n',    // the reserved block 0
+  kFree = 'f',    // ref 0, no hash
+  kCached = 'c',  // ref 0, holds a prefix hash (evictable, reusable by a hit)
+  kUsed = 'u',    // ref 1
+  kShared = 's',  // ref 2 or more (a prefix shared by several requests)
+};
 
 // Called when a cached block is evicted (its page is about to be reused): the offload tiers
 // copy the page out before the call returns.
@@ -49,6 +60,8 @@ class BlockPool {
   double Usage() const;
 
   int32_t RefCount(BlockId id) const { return blocks_.at(id).ref_cnt; }
+  // [block id]: every block's state, as RefCount and HashOf say it.
+  std::span<const BlockState> States() const { return states_; }
   std::optional<BlockHash> HashOf(BlockId id) const { return blocks_.at(id).hash; }
 
   // The cached block holding `hash`, if any. Does not change any state.
@@ -94,13 +107,16 @@ class BlockPool {
   void QueuePushBack(BlockId id);
   void QueueRemove(BlockId id);
   void Evict(BlockId id);
+  static BlockState StateOf(const Block& b);
+  void UpdateState(BlockId id);  // states_[id] = StateOf(blocks_[id])
 
   int32_t num_blocks_;
   std::vector<Block> blocks_;  // index = BlockId, plus the list head at index num_blocks_
+  std::vector<BlockState> states_;  // index = BlockId
   int32_t head_;               // head node of the circular free list (never a block)
   int32_t num_free_ = 0;
   bool enable_caching_;
-  std::unordered_map<BlockHash, BlockId, BlockHashHasher> hash_to_block_;
+  BlockHashTable hash_to_block_;  // cached blocks (sized for every block when caching)
   EvictionCallback on_evict_;
   int64_t num_evictions_ = 0;
 };

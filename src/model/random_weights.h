@@ -48,8 +48,15 @@ class RandomTensorWriter {
   // A (rows, fan_in) matrix (GGUF dims {fan_in, rows}) uniform in [-bound, bound), stored as
   // options.TypeOf(name, fan_in, rows).
   Status Matrix(const std::string& name, int64_t fan_in, int64_t rows, float bound);
+  // `count` stacked (rows, fan_in) matrices (GGUF dims {fan_in, rows, count}: MoE experts,
+  // per-head projections), each matrix's type options.TypeOf(name, fan_in, rows).
+  Status Stacked(const std::string& name, int64_t fan_in, int64_t rows, int64_t count, float bound);
+  // An F32 vector of n values uniform in [-bound, bound) (biases).
+  Status Bias(const std::string& name, int64_t n, float bound);
   // An F32 vector of n values: 1 + norm_spread * U[-1, 1) (norm weights).
   Status Norm(const std::string& name, int64_t n);
+  // An F32 vector of n values uniform in [-bound, bound) (biases).
+  Status Vector(const std::string& name, int64_t n, float bound);
 
  private:
   gguf::GgufWriter& writer_;

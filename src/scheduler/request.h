@@ -52,6 +52,7 @@ struct Request {
   int64_t num_computed_tokens = 0;    // tokens[0, this) have KV in the cache
   int64_t num_cached_tokens = 0;      // prefix-cache hit at the latest admission (all tiers)
   int64_t num_loaded_tokens = 0;      // of which loaded from a tier below the device pool
+  std::vector<int64_t> loaded_tokens_per_tier;  // of which from each tier (connector's order)
   bool use_lower_tiers = true;        // false after a load came up short (no retry loop)
   std::vector<kv::BlockLoad> pending_loads;  // while its blocks load from a lower tier
   int64_t num_preemptions = 0;

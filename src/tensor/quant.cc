@@ -309,6 +309,8 @@ uint8_t F32ToE2M1(float f) {
   return sign | code;
 }
 
+uint8_t PowerOfTwoScaleByte(float amax, float max_elem) { return PowerOfTwoScale(amax, max_elem); }
+
 float E8M0ToF32(uint8_t e) {
   if (e == 0xFF) return std::numeric_limits<float>::quiet_NaN();
   return std::ldexp(1.0f, static_cast<int>(e) - 127);

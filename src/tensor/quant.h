@@ -31,5 +31,8 @@ uint8_t F32ToE4M3(float f);    // round to nearest even, saturating at +-448
 float E2M1ToF32(uint8_t nibble);  // FP4 E2M1: values 0, 0.5, 1, 1.5, 2, 3, 4, 6 and negatives
 uint8_t F32ToE2M1(float f);       // round to nearest even, saturating at +-6
 float E8M0ToF32(uint8_t e);       // 2^(e - 127); 255 = NaN
+// The E8M0 scale byte of an MX-style block (quant.cc): the smallest power of two s = 2^k with
+// amax / s <= max_elem (448 for E4M3 elements, 6 for E2M1); 127 for an all-zero block.
+uint8_t PowerOfTwoScaleByte(float amax, float max_elem);
 
 }  // namespace kvserve::tensor

@@ -12,7 +12,7 @@
 #include <filesystem>
 
 #include "engine_test_util.h"
-#include "model/llama_random.h"
+#include "model/dense_random.h"
 
 namespace kvserve::engine::testing {
 namespace {
@@ -33,6 +33,10 @@ TEST(NgramDraftsTest, ProposesWhatFollowedTheLatestEarlierOccurrenceOfTheLongest
   // The longest suffix first: "2 3" last occurred at 5 (then 5), but "1 2 3" occurred at 0.
   EXPECT_EQ(ProposeNgramDrafts(V{1, 2, 3, 4, 9, 2, 3, 5, 1, 2, 3}, 1, 2, 3),
             (std::vector<int32_t>{4}));
+  // Periodic text: the latest occurrence followed by enough tokens, else the earliest.
+  EXPECT_EQ(ProposeNgramDrafts(V{9, 9, 9, 9, 9}, 2, 1, 3), (V{9, 9}));
+  EXPECT_EQ(ProposeNgramDrafts(V{9, 9, 9, 9, 9}, 4, 1, 3), (V{9, 9}));
+  EXPECT_EQ(ProposeNgramDrafts(V{1, 2, 1, 2, 1, 2, 1, 2}, 4, 2, 2), (V{1, 2, 1, 2}));
   EXPECT_TRUE(ProposeNgramDrafts(V{1, 2, 3, 4}, 4, 2, 3).empty());  // no repeat
   EXPECT_TRUE(ProposeNgramDrafts(V{7}, 4, 1, 3).empty());
 }
@@ -77,11 +81,11 @@ std::string TinyModelPath() {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-spec-test-{}.gguf", ::getpid()))
                               .string();
-    model::LlamaSpec spec = *model::FindLlamaPreset("tiny");
+    model::DenseSpec spec = *model::FindDensePreset("llama", "tiny");
     spec.num_layers = 2;
     model::RandomWeights weights;
     weights.seed = 3;
-    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
+    CHECK(model::DenseRandomWriter(spec, weights)->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();
@@ -95,11 +99,11 @@ std::string SmallDraftPath() {
     const std::string p = (std::filesystem::temp_directory_path() /
                            fmt::format("kvserve-spec-draft-{}.gguf", ::getpid()))
                               .string();
-    model::LlamaSpec spec = *model::FindLlamaPreset("tiny");
+    model::DenseSpec spec = *model::FindDensePreset("llama", "tiny");
     spec.num_layers = 1;
     model::RandomWeights weights;
     weights.seed = 3;  // TinyModelPath's
-    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
+    CHECK(model::DenseRandomWriter(spec, weights)->Write(p).ok());
     RemoveAtExit(p);
     return p;
   }();

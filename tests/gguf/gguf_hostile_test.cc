@@ -304,3 +304,32 @@ TEST(GgufFuzz, Stories260KHeaderRegion) {
 
 }  // namespace
 }  // namespace kvserve::gguf
+
+namespace kvserve::gguf {
+namespace {
+
+// general.alignment = 1 is legal and can place an F32 tensor at an odd address; the reader
+// hands out an aligned copy instead (loading floats from it would be undefined behaviour).
+TEST(GgufHostile, AlignmentOnePlacesNoTensorMisaligned) {
+  GgufWriter w;
+  w.Set("general.alignment", Value::U32(1));
+  ASSERT_TRUE(w.AddTensor("a", {3}, tensor::DType::kF16, std::vector<uint8_t>(6, 1)).ok());
+  std::vector<uint8_t> floats(4 * 5);
+  for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<uint8_t>(i);
+  ASSERT_TRUE(w.AddTensor("b", {5}, tensor::DType::kF32, floats).ok());
+  // Open from a file (mmap: page-aligned base), so only the layout decides.
+  const std::string path = ::testing::TempDir() + "/align1.gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->alignment(), 1u);
+  const TensorInfo* b = (*file)->FindTensor("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->offset % 4, 0u) << "the test wants a misaligned layout";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % kTensorDataAlignment, 0u);
+  EXPECT_EQ(std::memcmp(b->data, floats.data(), floats.size()), 0);
+  std::remove(path.c_str());
+}
+
+}  // namespace
+}  // namespace kvserve::gguf

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "gguf/gguf.h"
-#include "model/llama_random.h"
+#include "model/dense_random.h"
 
 namespace kvserve::model {
 namespace {
@@ -155,8 +155,8 @@ std::string LibllamaPath() {
 }
 
 // A small llama with whole 256-value rows, GQA 4 and 8 layers, so the rules differ by layer.
-LlamaSpec MixSpec() {
-  LlamaSpec s;
+DenseSpec MixSpec() {
+  DenseSpec s;
   s.name = "mix-test";
   s.dim = 256;
   s.num_layers = 8;
@@ -186,11 +186,11 @@ TEST(QuantMix, MatchesLlamaCppQuantize) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() /
                                     ("kvserve_quant_mix_" + std::to_string(getpid()));
   std::filesystem::create_directories(dir);
-  const LlamaSpec spec = MixSpec();
+  const DenseSpec spec = MixSpec();
   RandomWeights f32;
   f32.seed = 7;
   const std::string f32_path = (dir / "f32.gguf").string();
-  ASSERT_TRUE(LlamaRandomWriter(spec, f32)->Write(f32_path).ok());
+  ASSERT_TRUE(DenseRandomWriter(spec, f32)->Write(f32_path).ok());
   const QuantMixModel mix{"llama", spec.num_layers, spec.num_heads, spec.num_kv_heads, true};
   for (const FileTypeInfo& type : FileTypes()) {
     if (!type.mixed) continue;
@@ -208,7 +208,7 @@ TEST(QuantMix, MatchesLlamaCppQuantize) {
       const int64_t dims[2] = {row_len, rows};
       return QuantTypeFor(type.type, mix, name, dims);
     };
-    Result<gguf::GgufWriter> ours_writer = LlamaRandomWriter(spec, weights);
+    Result<gguf::GgufWriter> ours_writer = DenseRandomWriter(spec, weights);
     ASSERT_TRUE(ours_writer.ok());
     auto ours = gguf::GgufFile::FromBuffer(ours_writer->Serialize());
     auto llama = gguf::GgufFile::Open(theirs);

@@ -43,7 +43,7 @@ inline uint64_t Mix(uint64_t x) {
 
 inline uint64_t* KSlot(const tensor::PagedKvView& kv, std::span<const int32_t> table, int64_t pos) {
   const int32_t block = table[pos / kv.block_size];
-  return reinterpret_cast<uint64_t*>(kv.KRow(0, block, static_cast<int>(pos % kv.block_size)));
+  return reinterpret_cast<uint64_t*>(kv.KSegment(0, block, static_cast<int>(pos % kv.block_size), 0));
 }
 
 }  // namespace fake_model_internal
@@ -51,7 +51,7 @@ inline uint64_t* KSlot(const tensor::PagedKvView& kv, std::span<const int32_t> t
 inline void FakeModel::Forward(const model::Batch& batch, const model::KvViews& views,
                                ThreadPool& pool, float* logits) {
   const tensor::PagedKvView& kv = views.paged.at(0);
-  CHECK_GE(tensor::RowBytes(kv.dtype, kv.row_elems), 8) << "FakeModel needs 8-byte K rows";
+  CHECK_GE(kv.segment_bytes, 8u) << "FakeModel needs 8-byte K segments";
   int64_t row = 0;
   for (const model::SequenceInput& seq : batch.sequences) {
     const std::span<const int32_t> table = seq.block_tables[0];
