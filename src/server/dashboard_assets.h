@@ -4,6 +4,7 @@
 #pragma once
 
 #include <optional>
+#include <span>
 #include <string_view>
 
 namespace kvserve::server {
@@ -14,6 +15,8 @@ struct EmbeddedAsset {
   std::string_view data;
 };
 
+// Every file, sorted by name.
+std::span<const EmbeddedAsset> DashboardAssets();
 // The file called `name`, or nullopt.
 std::optional<EmbeddedAsset> FindDashboardAsset(std::string_view name);
 
