@@ -4,7 +4,6 @@
 #pragma once
 
 #include <optional>
-#include <span>
 #include <string_view>
 
 namespace kvserve::server {
@@ -15,8 +14,6 @@ struct EmbeddedAsset {
   std::string_view data;
 };
 
-// Every file, sorted by name.
-std::span<const EmbeddedAsset> DashboardAssets();
 // The file called `name`, or nullopt.
 std::optional<EmbeddedAsset> FindDashboardAsset(std::string_view name);
 
