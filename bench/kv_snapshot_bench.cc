@@ -18,7 +18,7 @@
 #include "core/check.h"
 #include "engine/engine.h"
 #include "engine/kv_snapshot.h"
-#include "model/llama_random.h"
+#include "model/dense_random.h"
 
 namespace kvserve::engine {
 namespace {
@@ -38,7 +38,7 @@ std::string Model110M() {
   if (!std::filesystem::exists(path)) {  // = kvserve make-model --preset 110m --type q8_0
     model::RandomWeights weights;
     weights.matrix_type = tensor::DType::kQ8_0;
-    CHECK(model::LlamaRandomWriter(*model::FindLlamaPreset("110m"), weights)->Write(path).ok());
+    CHECK(model::DenseRandomWriter(*model::FindDensePreset("llama", "110m"), weights)->Write(path).ok());
   }
   return path;
 }

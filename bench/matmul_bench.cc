@@ -9,9 +9,11 @@
 // Set KVSERVE_BENCH_THREADS to change the thread count (default 2).
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <memory>
 #include <vector>
 
@@ -25,7 +27,11 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+// Indexed by the first benchmark argument.
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
+                            DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
+                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
+                            DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS};
 
 int BenchThreads() {
   const char* env = std::getenv("KVSERVE_BENCH_THREADS");
@@ -37,7 +43,8 @@ ThreadPool& Pool() {
   return pool;
 }
 
-// Weight bytes with plausible values: floats in [-1, 1); quantized blocks with scale 0.01.
+// Weight bytes with plausible values: floats in [-1, 1); quantized rows are 16 distinct rows of
+// Gaussian-like values (sum of uniforms) through the format's quantizer, repeated.
 std::vector<uint8_t> MakeWeightBytes(DType dtype, int64_t rows, int64_t cols, uint64_t seed) {
   std::vector<uint8_t> bytes(static_cast<size_t>(rows * tensor::RowBytes(dtype, cols)));
   uint64_t state = seed * 0x9E3779B97F4A7C15ull + 1;
@@ -58,10 +65,18 @@ std::vector<uint8_t> MakeWeightBytes(DType dtype, int64_t rows, int64_t cols, ui
     }
     return bytes;
   }
-  for (auto& b : bytes) b = static_cast<uint8_t>(next());
-  const int64_t block_bytes = tensor::BlockBytes(dtype);
-  const uint16_t scale = tensor::F32ToF16(0.01f);
-  for (size_t off = 0; off < bytes.size(); off += block_bytes) std::memcpy(&bytes[off], &scale, 2);
+  const int64_t row_bytes = tensor::RowBytes(dtype, cols);
+  std::vector<float> values(static_cast<size_t>(cols));
+  for (int64_t r = 0; r < std::min<int64_t>(rows, 16); ++r) {
+    for (float& v : values) {
+      v = (static_cast<float>(next() % 4096) + static_cast<float>(next() % 4096)) / 4096.0f - 1.0f;
+    }
+    tensor::QuantizeRow(dtype, values.data(), bytes.data() + r * row_bytes, cols);
+  }
+  for (int64_t r = 16; r < rows; ++r) {
+    std::memcpy(bytes.data() + r * row_bytes, bytes.data() + (r % 16) * row_bytes,
+                static_cast<size_t>(row_bytes));
+  }
   return bytes;
 }
 
@@ -93,7 +108,7 @@ void BM_MatMul(benchmark::State& state) {
 }
 
 void MatMulArgs(benchmark::internal::Benchmark* b) {
-  for (int t = 0; t < 5; ++t)
+  for (int t = 0; t < static_cast<int>(std::size(kTypes)); ++t)
     for (auto [rows, cols] : {std::pair{768, 768}, {2048, 768}, {768, 2048}, {32000, 768}})
       for (int n : {1, 16, 512}) b->Args({t, rows, cols, n});
 }
@@ -142,7 +157,7 @@ void BM_Model110m(benchmark::State& state) {
       benchmark::Counter(total_bytes * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_Model110m)
-    ->ArgsProduct({{0, 1, 2, 3, 4}, {1, 512}})
+    ->ArgsProduct({{0, 1, 2, 3, 4, 5, 6, 7}, {1, 512}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 

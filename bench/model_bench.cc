@@ -1,6 +1,7 @@
 // Forward-pass throughput of make-model's random-weight 110m llama (dim 768, 12 layers, 12 heads,
 // FFN 2048, vocab 32000, ctx 32768, tied output) on CPU with 2 threads (KVSERVE_BENCH_THREADS): prefill of a 512-token
-// prompt and decode of 128 tokens, weights in F16 and Q8_0, KV in F16; batched decode of 1..64 sequences (issue 4);
+// prompt and decode of 128 tokens, weights in F16, Q8_0, Q4_K and Q6_K (every matrix in that
+// type), KV in F16; batched decode of 1..64 sequences (issue 4);
 // single-stream decode at context 256 and 2048 with F16, Q8_0 and FP8 KV (issue 3).
 // The model file is generated once into /tmp.
 #include <benchmark/benchmark.h>
@@ -17,8 +18,9 @@
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "kernels/cpu/kv_dequant.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
 #include "support/kv_arena.h"
 #include "tensor/quant.h"
 
@@ -44,7 +46,7 @@ std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
   if (!std::filesystem::exists(path)) {  // = kvserve make-model --preset 110m --type DTYPE
     RandomWeights weights;
     weights.matrix_type = dtype;
-    CHECK(LlamaRandomWriter(*FindLlamaPreset("110m"), weights)->Write(path).ok()) << path;
+    CHECK(DenseRandomWriter(*FindDensePreset("llama", "110m"), weights)->Write(path).ok()) << path;
   }
   auto file = gguf::GgufFile::Open(path);
   CHECK(file.ok()) << file.status().ToString();
@@ -52,7 +54,7 @@ std::shared_ptr<const gguf::GgufFile> Model110M(tensor::DType dtype) {
 }
 
 struct Fixture {
-  std::unique_ptr<LlamaModel> model;
+  std::unique_ptr<DenseModel> model;
   std::unique_ptr<SimpleKvArena> arena;
   std::vector<int32_t> table_ids;
   std::span<const int32_t> table[1];  // the one KV group's block table
@@ -66,13 +68,14 @@ Fixture MakeFixture(tensor::DType dtype) {
   options.max_batch_tokens = kPromptTokens;
   options.max_context_tokens = kPromptTokens + kDecodeTokens;
   options.max_threads = kThreads;
-  auto model = LlamaModel::Load(Model110M(dtype), options);
+  auto model = DenseModel::Load(Model110M(dtype), options);
   CHECK(model.ok()) << model.status().ToString();
   f.model = std::move(model).value();
   const ModelConfig& c = f.model->config();
   const int32_t blocks = BlocksForTokens(kPromptTokens + kDecodeTokens, kBlockSize);
   f.arena = std::make_unique<SimpleKvArena>(static_cast<int>(c.num_layers),
-                                            static_cast<int>(c.kv_row_elems()), tensor::DType::kF16,
+                                            static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim), tensor::DType::kF16,
                                             kBlockSize, blocks);
   f.table_ids = ContiguousBlockTable(0, blocks);
   f.table[0] = f.table_ids;
@@ -127,13 +130,14 @@ void BM_DecodeBatch(benchmark::State& state, tensor::DType dtype) {
   options.max_batch_tokens = std::max(kPrefix, num_seqs);
   options.max_context_tokens = kPrefix + kSteps;
   options.max_threads = kThreads;
-  auto loaded = LlamaModel::Load(Model110M(dtype), options);
+  auto loaded = DenseModel::Load(Model110M(dtype), options);
   CHECK(loaded.ok()) << loaded.status().ToString();
-  std::unique_ptr<LlamaModel> model = std::move(loaded).value();
+  std::unique_ptr<DenseModel> model = std::move(loaded).value();
   const ModelConfig& c = model->config();
   const int32_t prefix_blocks = kPrefix / kBlockSize;
   const int32_t own_blocks = BlocksForTokens(kSteps, kBlockSize);
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim),
                       tensor::DType::kF16, kBlockSize, prefix_blocks + num_seqs * own_blocks);
   ThreadPool pool(kThreads);
   std::vector<int32_t> prompt(kPrefix);
@@ -185,12 +189,13 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
   options.max_batch_tokens = 16;
   options.max_context_tokens = context + kSteps;
   options.max_threads = kThreads;
-  auto loaded = LlamaModel::Load(Model110M(tensor::DType::kQ8_0), options);
+  auto loaded = DenseModel::Load(Model110M(tensor::DType::kQ8_0), options);
   CHECK(loaded.ok()) << loaded.status().ToString();
-  std::unique_ptr<LlamaModel> model = std::move(loaded).value();
+  std::unique_ptr<DenseModel> model = std::move(loaded).value();
   const ModelConfig& c = model->config();
   const int32_t blocks = BlocksForTokens(context + kSteps, kBlockSize);
-  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+  SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                      static_cast<int>(c.head_dim), kv_dtype,
                       kBlockSize, blocks);
   const tensor::PagedKvView& kv = arena.view();
   std::mt19937 rng(7);
@@ -199,11 +204,11 @@ void BM_DecodeKv(benchmark::State& state, tensor::DType kv_dtype) {
   for (int layer = 0; layer < c.num_layers; ++layer) {
     for (int p = 0; p < context; ++p) {
       for (float& v : row) v = normal(rng);
-      tensor::QuantizeRow(kv_dtype, row.data(), kv.KRow(layer, p / kBlockSize, p % kBlockSize),
-                          c.kv_row_elems());
+      kernels::StoreKvRow(kv, layer, kernels::KvPart::kKey, p / kBlockSize, p % kBlockSize,
+                          row.data());
       for (float& v : row) v = normal(rng);
-      tensor::QuantizeRow(kv_dtype, row.data(), kv.VRow(layer, p / kBlockSize, p % kBlockSize),
-                          c.kv_row_elems());
+      kernels::StoreKvRow(kv, layer, kernels::KvPart::kValue, p / kBlockSize, p % kBlockSize,
+                          row.data());
     }
   }
   const std::vector<int32_t> table_ids = ContiguousBlockTable(0, blocks);
@@ -232,11 +237,28 @@ BENCHMARK_CAPTURE(BM_Prefill512, q8_0, tensor::DType::kQ8_0)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(2)
     ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill512, q4_k, tensor::DType::kQ4_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Prefill512, q6_k, tensor::DType::kQ6_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(2)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode128, f16, tensor::DType::kF16)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();
 BENCHMARK_CAPTURE(BM_Decode128, q8_0, tensor::DType::kQ8_0)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+
+BENCHMARK_CAPTURE(BM_Decode128, q4_k, tensor::DType::kQ4_K)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->UseRealTime();
+BENCHMARK_CAPTURE(BM_Decode128, q6_k, tensor::DType::kQ6_K)
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1)
     ->UseRealTime();

@@ -1,4 +1,5 @@
-// Sampler cost per token over a 32000-token vocabulary, by sampling mode.
+// Sampler cost per token by sampling mode, over a 32,000-token vocabulary (llama) and a
+// 151,936-token one (Qwen2/Qwen3 shapes): BM_<mode>/<vocab>.
 #include <benchmark/benchmark.h>
 
 #include <cmath>
@@ -10,19 +11,18 @@
 namespace kvserve::sampling {
 namespace {
 
-constexpr int32_t kVocab = 32000;
-
-std::vector<float> RandomLogits() {
-  std::vector<float> logits(kVocab);
-  for (int32_t i = 0; i < kVocab; ++i) {
+std::vector<float> RandomLogits(int32_t vocab) {
+  std::vector<float> logits(vocab);
+  for (int32_t i = 0; i < vocab; ++i) {
     logits[i] = static_cast<float>(4.0 * UniformDouble(99, i) - 2.0);
   }
   return logits;
 }
 
 void Run(benchmark::State& state, const SamplingParams& params) {
-  Sampler sampler(kVocab);
-  const std::vector<float> logits = RandomLogits();
+  const auto vocab = static_cast<int32_t>(state.range(0));
+  Sampler sampler(vocab);
+  const std::vector<float> logits = RandomLogits(vocab);
   std::vector<int32_t> prompt(64, 5);
   std::vector<int32_t> generated;
   for (auto _ : state) {
@@ -56,11 +56,11 @@ void BM_PenaltiesTopPLogprobs5(benchmark::State& state) {
   p.logprobs = 5;
   Run(state, p);
 }
-BENCHMARK(BM_Greedy);
-BENCHMARK(BM_Temperature);
-BENCHMARK(BM_TopK50);
-BENCHMARK(BM_TopP09);
-BENCHMARK(BM_PenaltiesTopPLogprobs5);
+BENCHMARK(BM_Greedy)->Arg(32000)->Arg(151936);
+BENCHMARK(BM_Temperature)->Arg(32000)->Arg(151936);
+BENCHMARK(BM_TopK50)->Arg(32000)->Arg(151936);
+BENCHMARK(BM_TopP09)->Arg(32000)->Arg(151936);
+BENCHMARK(BM_PenaltiesTopPLogprobs5)->Arg(32000)->Arg(151936);
 
 }  // namespace
 }  // namespace kvserve::sampling

@@ -5,8 +5,9 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config git
   libgtest-dev libgmock-dev libbenchmark-dev
-  libhwy-dev nlohmann-json3-dev libcpp-httplib-dev libcli11-dev libfmt-dev
+  libhwy-dev nlohmann-json3-dev libboost-dev libcpp-httplib-dev libcli11-dev libfmt-dev
   libxxhash-dev libhiredis-dev redis-server curl libicu-dev
+  clang libclang-rt-dev  # libFuzzer targets (fuzz/)
 )
 # The openai npm client test (tests/server/openai_client) needs node and npm; the dashboard's
 # browser test (tests/server/dashboard_browser) needs Debian's chromium and firefox-esr too.

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # README command 2: installs what is missing, builds, and runs every test: once in a release
-# build, once under AddressSanitizer + UndefinedBehaviorSanitizer.
+# build, once under AddressSanitizer + UndefinedBehaviorSanitizer; then every libFuzzer target
+# for a short fixed budget (fuzz/run.sh, docs/reliability.md).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh
@@ -15,3 +16,5 @@ scripts/build.sh asan
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 (cd build-asan && ctest --output-on-failure -j "$jobs" --timeout 1800 -LE no_asan)
+scripts/build.sh fuzz
+fuzz/run.sh

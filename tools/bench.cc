@@ -6,7 +6,9 @@
 // prompt token: batched decode alone, without the prefill of arriving requests) and the
 // engine's metrics. A progress bar goes to stderr.
 // --request-rate R spreads arrivals (request i at i / R seconds) for latency measurements
-// under a mixed load; --shared-prefix-len P gives every prompt the same first P tokens.
+// under a mixed load; --shared-prefix-len P gives every prompt the same first P tokens (with
+// --num-prefix-groups G, request i gets group i % G's P tokens). The KV tiers of serve
+// (--kv-transfer-config, --kv-offloading-size) apply too.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -33,8 +35,10 @@ struct BenchFlags {
   int input_len = 128;
   int output_len = 128;
   int shared_prefix_len = 0;
+  int num_prefix_groups = 1;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
+  float temperature = 1.0f;
   EngineFlags engine_flags;
   engine::EngineConfig config;  // resolved from engine_flags
 };
@@ -71,16 +75,19 @@ void DrawProgress(int done, int total, double elapsed) {
 
 std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t vocab) {
   std::mt19937_64 rng(f.seed);
-  std::vector<int32_t> prefix(std::min(f.shared_prefix_len, f.input_len));
-  for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % vocab);
+  std::vector<std::vector<int32_t>> prefixes(f.num_prefix_groups);
+  for (std::vector<int32_t>& prefix : prefixes) {
+    prefix.resize(std::min(f.shared_prefix_len, f.input_len));
+    for (int32_t& t : prefix) t = static_cast<int32_t>(rng() % vocab);
+  }
   std::vector<engine::EngineRequest> requests(f.num_prompts);
   for (int i = 0; i < f.num_prompts; ++i) {
     engine::EngineRequest& r = requests[i];
-    r.prompt = prefix;
+    r.prompt = prefixes[i % f.num_prefix_groups];
     while (static_cast<int>(r.prompt.size()) < f.input_len) {
       r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
     }
-    r.params.temperature = 1.0f;
+    r.params.temperature = f.temperature;
     r.params.ignore_eos = true;
     r.params.max_tokens = f.output_len;
     r.params.seed = f.seed + i;
@@ -137,6 +144,7 @@ Status RunThroughput(BenchFlags f) {
     return InvalidArgument("--num-prompts, --input-len and --output-len must be at least 1");
   }
   if (!(f.request_rate > 0)) return InvalidArgument("--request-rate must be positive");
+  if (f.num_prefix_groups < 1) return InvalidArgument("--num-prefix-groups must be at least 1");
   KV_ASSIGN_OR_RETURN(f.config, ResolveEngineFlags(f.engine_flags));
   KV_ASSIGN_OR_RETURN(std::unique_ptr<engine::Engine> eng,
                       engine::Engine::Load(f.model, f.config));
@@ -177,6 +185,12 @@ Status RunThroughput(BenchFlags f) {
         static_cast<double>(decode.tokens) / decode.steps, ms(decode.seconds / decode.steps));
   }
   for (const std::string& line : eng->Metrics().Format()) fmt::print("  {}\n", line);
+  if (const offload::OffloadManager* tiers = eng->offload()) {
+    for (const offload::TierStats& t : tiers->Stats()) {
+      fmt::print("  tier {}: {} hits, {} bytes loaded, {} stores, {} evictions\n", t.tier, t.hits,
+                  t.bytes_loaded, t.stores, t.evictions);
+    }
+  }
   return Status::Ok();
 }
 
@@ -193,9 +207,13 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--input-len", f->input_len, "prompt tokens per request")->capture_default_str();
   tp->add_option("--output-len", f->output_len, "generated tokens per request")->capture_default_str();
   tp->add_option("--shared-prefix-len", f->shared_prefix_len, "prompt tokens shared by all");
+  tp->add_option("--num-prefix-groups", f->num_prefix_groups,
+                 "request i shares group i % G's prefix")->capture_default_str();
   tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
-  AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kEngine);
+  tp->add_option("--temperature", f->temperature, "sampling temperature (0: greedy)")
+      ->capture_default_str();
+  AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kServe);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }
 

@@ -1,7 +1,6 @@
 #include "tools/bench_compare_util.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 #include <sys/wait.h>
 
 #include <algorithm>
@@ -12,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <thread>
 
 #include "kernels/cpu/matmul.h"
@@ -24,8 +24,8 @@ namespace {
 namespace fs = std::filesystem;
 
 // Sums n 64-bit words with 8 independent accumulators (one pass of reads).
-__attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t SumWords(
-    const uint64_t* p, size_t n) {
+__attribute__((target_clones("avx512f", "avx2", "default"))) uint64_t SumWords(const uint64_t* p,
+                                                                               size_t n) {
   uint64_t s[8] = {};
   for (size_t i = 0; i + 8 <= n; i += 8) {
     for (int k = 0; k < 8; ++k) s[k] += p[i + k];
@@ -61,7 +61,8 @@ double MeasureReadBandwidth(int threads) {
     for (std::thread& th : pool) th.join();
   };
   parallel([&](int t) {  // touch every page from the thread that will read it
-    std::fill(buffer.get() + t * per_thread, buffer.get() + (t + 1) * per_thread, static_cast<uint64_t>(t + 1));
+    std::fill(buffer.get() + t * per_thread, buffer.get() + (t + 1) * per_thread,
+              static_cast<uint64_t>(t + 1));
   });
   double best = 0;
   std::vector<uint64_t> sums(threads);
@@ -84,11 +85,10 @@ Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
   KV_ASSIGN_OR_RETURN(std::string info, RunCommand("node '" + llama_cpp_dir + "/anchor.mjs' info"));
   try {
     const nlohmann::json j = nlohmann::json::parse(info);
-    m.llama_cpp = fmt::format("node-llama-cpp {} (llama.cpp {} {}; {})",
-                              j.at("node_llama_cpp").get<std::string>(),
-                              j.at("llama_cpp").at("repo").get<std::string>(),
-                              j.at("llama_cpp").at("release").get<std::string>(),
-                              j.at("system_info").get<std::string>());
+    m.llama_cpp = fmt::format(
+        "node-llama-cpp {} (llama.cpp {} {}; {})", j.at("node_llama_cpp").get<std::string>(),
+        j.at("llama_cpp").at("repo").get<std::string>(),
+        j.at("llama_cpp").at("release").get<std::string>(), j.at("system_info").get<std::string>());
   } catch (const nlohmann::json::exception& e) {
     return Internal(std::string("anchor.mjs info: ") + e.what());
   }
@@ -105,8 +105,8 @@ Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
                       file.GetStringArray("tokenizer.ggml.tokens"));
   m.vocab_size = static_cast<int>(tokens.size());
   KV_ASSIGN_OR_RETURN(std::string arch, file.GetStringOr("general.architecture", "?"));
-  m.model_summary = fmt::format("{:.1f} MB, {}, vocabulary {}", file.file_size() / 1e6, arch,
-                                m.vocab_size);
+  m.model_summary =
+      fmt::format("{:.1f} MB, {}, vocabulary {}", file.file_size() / 1e6, arch, m.vocab_size);
   m.bandwidth_bytes_per_s = MeasureReadBandwidth(threads);
   return m;
 }
@@ -115,16 +115,17 @@ void PrintFacts(const MachineFacts& m, int threads) {
   char date[32];
   const std::time_t now = std::time(nullptr);
   std::strftime(date, sizeof(date), "%Y-%m-%d %H:%M UTC", std::gmtime(&now));
-  fmt::print("date: {}\nCPU: {}, {} threads for both sides; load average {}\n", date,
-             m.cpu_model, threads, LoadAverage());
+  fmt::print("date: {}\nCPU: {}, {} threads for both sides; load average {}\n", date, m.cpu_model,
+             threads, LoadAverage());
   fmt::print("kvserve SIMD target: {}\nllama.cpp: {}\nmodel: {}\n", m.simd_target, m.llama_cpp,
              m.model_summary);
   fmt::print("memory read bandwidth ({} threads, 1 GiB, best of 3): {:.1f} GB/s\n", threads,
              m.bandwidth_bytes_per_s / 1e9);
-  fmt::print("decode roof: {:.0f} tokens/s at context 0 ({:.1f} MB of weights read per token; "
-             "each token of context adds {:.0f} B of KV)\n",
-             m.bandwidth_bytes_per_s / m.weight_bytes_per_token, m.weight_bytes_per_token / 1e6,
-             m.kv_bytes_per_token);
+  fmt::print(
+      "decode roof: {:.0f} tokens/s at context 0 ({:.1f} MB of weights read per token; "
+      "each token of context adds {:.0f} B of KV)\n",
+      m.bandwidth_bytes_per_s / m.weight_bytes_per_token, m.weight_bytes_per_token / 1e6,
+      m.kv_bytes_per_token);
 }
 
 Status EnsureLlamaCpp(const std::string& dir) {
@@ -136,7 +137,8 @@ Status EnsureLlamaCpp(const std::string& dir) {
     return NotFound("no package-lock.json in " + dir + " (--llama-cpp-dir)");
   }
   fmt::print(stderr, "installing node-llama-cpp@3.21.1 into {} (npm ci)\n", dir);
-  const std::string command = "cd '" + dir + "' && npm ci --omit=optional --ignore-scripts "
+  const std::string command = "cd '" + dir +
+                              "' && npm ci --omit=optional --ignore-scripts "
                               "--no-audit --no-fund --silent >&2";
   if (std::system(command.c_str()) != 0) {
     return Unavailable("npm ci failed in " + dir + ": llama.cpp (node-llama-cpp) is needed");

@@ -19,10 +19,10 @@ struct MachineFacts {
   std::string simd_target;           // kernels::MatMulTargetName()
   std::string llama_cpp;             // node-llama-cpp and llama.cpp versions, llama.cpp's CPU flags
   double bandwidth_bytes_per_s = 0;  // MeasureReadBandwidth with the run's threads
-  double weight_bytes_per_token = 0; // every weight tensor a decode step reads
-  double kv_bytes_per_token = 0;     // KV bytes per token of context (--kv-cache-dtype auto)
+  double weight_bytes_per_token = 0;  // every weight tensor a decode step reads
+  double kv_bytes_per_token = 0;      // KV bytes per token of context (--kv-cache-dtype auto)
   int vocab_size = 0;
-  std::string model_summary;         // "117.1 MB, llama, 12 layers"
+  std::string model_summary;  // "117.1 MB, llama, 12 layers"
 };
 
 // Best of three multi-threaded passes summing a 1 GiB buffer (larger than any cache here),

@@ -26,6 +26,7 @@ void RegisterCommands(CLI::App& app) {
   RegisterBenchCompare(app.get_subcommand("bench"));
   RegisterGenerate(app);
   RegisterServe(app);
+  RegisterSimulate(app);
 }
 
 }  // namespace kvserve::tools

@@ -19,6 +19,7 @@ void RegisterPlan(CLI::App& app);       // plan.cc
 void RegisterBench(CLI::App& app);      // bench.cc
 void RegisterGenerate(CLI::App& app);   // generate.cc
 void RegisterServe(CLI::App& app);      // serve.cc
+void RegisterSimulate(CLI::App& app);   // simulate.cc
 void RegisterBenchServe(CLI::App* bench);  // bench_serve.cc: `bench serve`
 void RegisterBenchOffload(CLI::App* bench);  // bench_offload.cc: `bench offload`
 void RegisterBenchCompare(CLI::App* bench);  // bench_compare.cc: `bench compare`

@@ -98,8 +98,7 @@ Status Run(GenerateOptions o) {
       for (const engine::TokenOutput& token : out.tokens) {
         if (generated++ == 0) t_first = Clock::now();
         const std::string text = decoder.Push(token.token);
-        std::fputs(
-            o.json ? JsonLine(TokenJson(tok, token, text)).c_str() : text.c_str(), stdout);
+        std::fputs(o.json ? JsonLine(TokenJson(tok, token, text)).c_str() : text.c_str(), stdout);
       }
       std::fflush(stdout);
       if (out.finish && *out.finish == engine::FinishReason::kError) return Internal(out.error);

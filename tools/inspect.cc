@@ -20,6 +20,7 @@
 #include "gguf/ggml_types.h"
 #include "gguf/gguf.h"
 #include "kv/config.h"
+#include "model/deepseek2_config.h"
 #include "model/kv_layout.h"
 #include "model/v41_config.h"
 #include "tools/commands.h"
@@ -151,6 +152,11 @@ void PrintKvText(const gguf::GgufFile& file, const Result<KvReport>& kv) {
       fmt::print("{}\n", line);
     }
   }
+  // deepseek2 (model/deepseek2_config.h): the latent against a plain K/V cache of its shape.
+  if (const Result<model::Deepseek2Config> ds = model::ReadDeepseek2Config(file); ds.ok()) {
+    const auto& latent = std::get<kv::CompressedLatent>(kv->config.groups[0].spec);
+    fmt::print("{}\n", model::DescribeDeepseek2PlainKv(*ds, latent.latent_dtype));
+  }
   fmt::print("\nKV cache for a budget of {} ({} B), as `kvserve serve` allocates it:\n",
              FormatBytes(kv->budget_bytes), kv->budget_bytes);
   for (const std::string& line : kv->lines) fmt::print("{}\n", line);
@@ -208,6 +214,10 @@ json KvJson(const gguf::GgufFile& file, const KvReport& kv) {
                   {"window_row_bytes", b.window_row_bytes},
                   {"window_bytes_per_sequence", b.window_bytes_per_sequence},
                   {"formulas", b.lines}};
+  }
+  if (const Result<model::Deepseek2Config> ds = model::ReadDeepseek2Config(file); ds.ok()) {
+    const auto& latent = std::get<kv::CompressedLatent>(kv.config.groups[0].spec);
+    out["deepseek2"] = {{"plain_kv", model::DescribeDeepseek2PlainKv(*ds, latent.latent_dtype)}};
   }
   return out;
 }

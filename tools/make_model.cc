@@ -6,8 +6,10 @@
 #include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <chrono>
 #include <memory>
+#include <variant>
 #include <vector>
 
 #include "gguf/gguf.h"
@@ -16,10 +18,6 @@
 
 namespace kvserve::tools {
 namespace {
-
-constexpr std::array<tensor::DType, 5> kMatrixTypes = {tensor::DType::kF32, tensor::DType::kF16,
-                                                       tensor::DType::kBF16, tensor::DType::kQ8_0,
-                                                       tensor::DType::kQ4_0};
 
 Result<const model::Architecture*> FindPresetOf(const MakeModelOptions& options) {
   KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(options.arch));
@@ -30,17 +28,57 @@ Result<const model::Architecture*> FindPresetOf(const MakeModelOptions& options)
                                      arch->name, fmt::join(arch->presets, ", ")));
 }
 
+std::string FileTypeNames() {
+  std::vector<std::string_view> names;
+  for (const model::FileTypeInfo& t : model::FileTypes()) names.push_back(t.name);
+  return fmt::format("{}", fmt::join(names, ", "));
+}
+
+// What llama.cpp's quantize rules read about a preset: its metadata and tensor list, from a
+// pass of the architecture's writer that adds no tensor data.
+Result<model::QuantMixModel> DescribeForMix(const model::Architecture& arch,
+                                            std::string_view preset) {
+  model::QuantMixModel m;
+  m.has_output = false;
+  model::RandomWeights listing;
+  listing.list_only = [&m](std::string_view name, const std::vector<int64_t>&) {
+    if (name == "output.weight") m.has_output = true;
+  };
+  KV_ASSIGN_OR_RETURN(gguf::GgufWriter w, arch.write_random(preset, listing));
+  auto u64 = [&w](const std::string& key, int64_t fallback) {
+    const gguf::Value* v = w.Find(key);
+    return v != nullptr && std::holds_alternative<uint64_t>(v->data)
+               ? static_cast<int64_t>(std::get<uint64_t>(v->data))
+               : fallback;
+  };
+  m.architecture = std::string(arch.name);
+  const std::string a = m.architecture + ".";
+  m.num_layers = u64(a + "block_count", 0);
+  m.num_heads = std::max<int64_t>(1, u64(a + "attention.head_count", 1));
+  m.num_kv_heads = std::max<int64_t>(1, u64(a + "attention.head_count_kv", m.num_heads));
+  return m;
+}
+
 }  // namespace
 
 Status MakeModel(const MakeModelOptions& options) {
-  if (std::find(kMatrixTypes.begin(), kMatrixTypes.end(), options.type) == kMatrixTypes.end()) {
-    return InvalidArgument(fmt::format("--type {} is not one of f32, f16, bf16, q8_0, q4_0",
-                                       tensor::DTypeName(options.type)));
-  }
   KV_ASSIGN_OR_RETURN(const model::Architecture* arch, FindPresetOf(options));
+  const model::FileTypeInfo& type = model::GetFileTypeInfo(options.type);
   model::RandomWeights weights;
-  weights.matrix_type = options.type;
+  weights.matrix_type = type.base;
   weights.seed = options.seed;
+  if (tensor::IsIntegerQuant(type.base)) {  // per-tensor types (and block-size fallbacks)
+    model::QuantMixModel mix;
+    if (type.mixed) {
+      KV_ASSIGN_OR_RETURN(mix, DescribeForMix(*arch, options.preset));
+      weights.file_type = type.llama_ftype;
+    }
+    weights.type_of = [mix, file_type = options.type](std::string_view name, int64_t row_len,
+                                                      int64_t rows) {
+      const int64_t dims[2] = {row_len, rows};
+      return model::QuantTypeFor(file_type, mix, name, dims);
+    };
+  }
   KV_ASSIGN_OR_RETURN(gguf::GgufWriter writer, arch->write_random(options.preset, weights));
   return writer.Write(options.output_path);
 }
@@ -61,14 +99,18 @@ void RegisterMakeModel(CLI::App& app) {
   cmd->add_option("--preset", options->preset,
                   "Model shape: " + fmt::format("{}", fmt::join(presets, ", ")))
       ->capture_default_str();
-  cmd->add_option("--type", *type_name, "Type of the weight matrices: f32, f16, bf16, q8_0, q4_0")
+  cmd->add_option("--type", *type_name,
+                  "Weight types: pure f32, f16, bf16, q8_0, q4_0, or llama.cpp's quantize mix of "
+                  "that name (q4_k_m, q5_k_m, q6_k, q4_k_s, q3_k_m, q2_k, q4_1, q5_0, q5_1, "
+                  "iq4_nl, iq4_xs)")
       ->capture_default_str();
   cmd->add_option("--seed", options->seed, "Seed of the weights")->capture_default_str();
   cmd->add_option("-o,--output", options->output_path, "Output .gguf file")->required();
   cmd->callback([options, type_name] {
-    const std::optional<tensor::DType> type = tensor::DTypeFromName(*type_name);
+    const std::optional<model::FileType> type = model::FileTypeFromName(*type_name);
     if (!type) {
-      ReportFailure("make-model", InvalidArgument(fmt::format("unknown --type '{}'", *type_name)));
+      ReportFailure("make-model", InvalidArgument(fmt::format("unknown --type '{}' (one of {})",
+                                                              *type_name, FileTypeNames())));
       return;
     }
     options->type = *type;

@@ -7,14 +7,16 @@
 #include <string>
 
 #include "core/status.h"
-#include "tensor/dtype.h"
+#include "model/quant_mix.h"
 
 namespace kvserve::tools {
 
 struct MakeModelOptions {
   std::string arch = "llama";  // general.architecture of a registered architecture
   std::string preset = "tiny";
-  tensor::DType type = tensor::DType::kF32;  // the weight matrices' type
+  // The weights' types: pure (f32, f16, bf16, q8_0, q4_0) or llama.cpp's quantize mix of that
+  // name (q4_k_m, q6_k, iq4_xs, ...: model/quant_mix.h).
+  model::FileType type = model::FileType::kF32;
   uint64_t seed = 1;
   std::string output_path;
 };

@@ -132,7 +132,15 @@ Status RunServe(ServeFlags f) {
   std::thread waiter([&] {
     int sig = 0;
     sigwait(&signals, &sig);
-    KV_LOG(INFO, "signal {}: draining (up to {:.0f} s), then exiting", sig, f.shutdown_timeout_s);
+    KV_LOG(INFO, "signal {}: draining (up to {:.0f} s), then exiting; a second signal exits now",
+           sig, f.shutdown_timeout_s);
+    std::thread([signals, &srv] {  // a second SIGTERM / SIGINT forces the exit
+      int again = 0;
+      sigwait(&signals, &again);
+      const int64_t lost = srv.num_in_flight();
+      KV_LOG(WARNING, "signal {} again: exiting now, {} requests unfinished", again, lost);
+      std::_Exit(lost == 0 ? 0 : 1);
+    }).detach();
     srv.Shutdown(std::chrono::duration<double>(f.shutdown_timeout_s));
   });
   Status served = srv.Serve();
@@ -152,7 +160,12 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--port", f->server.port, "port; 0 = any free one")->capture_default_str();
   cmd->add_option("--served-model-name", f->server.served_model_name,
                   "the model name clients send (default: the MODEL path)");
-  cmd->add_option("--api-key", f->server.api_key, "require 'Authorization: Bearer KEY'");
+  cmd->add_option("--api-key", f->server.api_key, "require 'Authorization: Bearer KEY'")
+      ->check([](const std::string& key) {
+        return key.empty() ? std::string("must not be empty (an unset variable?): leave the "
+                                         "flag out to serve without a key")
+                           : std::string();
+      });
   cmd->add_option("--chat-template", f->chat_template,
                   "chatml|llama2|llama3|mistral|deepseek|gemma|phi3 or a Jinja FILE");
   cmd->add_option("--reasoning-parser", f->reasoning_parser, "deepseek: <think> -> "
@@ -160,8 +173,21 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--max-waiting-requests", f->server.max_waiting_requests,
                   "queued choices beyond --max-num-seqs before 503")->capture_default_str();
   cmd->add_option("--max-request-body", f->max_body, "request body limit (default 16MiB)");
-  cmd->add_option("--http-threads", f->server.num_http_threads, "concurrent connections")
+  cmd->add_option("--http-threads", f->server.num_http_threads,
+                  "threads that parse and tokenize requests (connections are event-driven)")
       ->capture_default_str();
+  cmd->add_option("--http-header-timeout", f->server.header_timeout_s,
+                  "seconds a request head may take (408 after)")->capture_default_str();
+  cmd->add_option("--http-body-timeout", f->server.body_timeout_s,
+                  "seconds a request body may take after its head (408 after)")
+      ->capture_default_str();
+  cmd->add_option("--max-prompt-bytes", f->server.request_limits.max_prompt_bytes,
+                  "longest prompt in bytes, checked before tokenizing (default: max-model-len "
+                  "x the longest token)");
+  cmd->add_option("--max-stop-strings", f->server.request_limits.max_stop_strings,
+                  "most stop strings per request")->capture_default_str();
+  cmd->add_option("--max-stop-bytes", f->server.request_limits.max_stop_bytes,
+                  "most bytes of stop strings per request")->capture_default_str();
   cmd->add_option("--shutdown-timeout", f->shutdown_timeout_s,
                   "seconds SIGTERM waits for in-flight requests")->capture_default_str();
   AddEngineFlags(cmd, f->engine_flags, EngineFlagSet::kServe);

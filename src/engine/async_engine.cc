@@ -20,13 +20,21 @@ std::optional<RequestOutput> RequestStream::TryNext() {
 }
 
 void RequestStream::Push(RequestOutput output) {
+  std::function<void()> on_push;
   {
     std::lock_guard<std::mutex> lock(mu_);
     CHECK(!closed_) << "output pushed after the final one";
     closed_ = output.finish.has_value();
     queue_.push_back(std::move(output));
+    on_push = on_push_;
   }
   cv_.notify_all();
+  if (on_push) on_push();
+}
+
+void RequestStream::SetListener(std::function<void()> on_push) {
+  std::lock_guard<std::mutex> lock(mu_);
+  on_push_ = std::move(on_push);
 }
 
 AsyncEngine::AsyncEngine(std::unique_ptr<Engine> engine)

@@ -37,12 +37,17 @@ class RequestStream {
   std::optional<RequestOutput> TryNext();
   // The loop thread's side. note: nothing is pushed after an output with a finish.
   void Push(RequestOutput output);
+  // Event-driven readers: `on_push` runs on the loop thread after every later Push (outside
+  // the stream's lock; it must be quick and must not block, e.g. post to an event loop).
+  // Outputs pushed before the call are not announced: read them with TryNext after setting.
+  void SetListener(std::function<void()> on_push);
 
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<RequestOutput> queue_;
   bool closed_ = false;  // the final output was pushed
+  std::function<void()> on_push_;  // guarded by mu_
 };
 
 struct RequestHandle {

@@ -56,8 +56,7 @@ std::vector<std::vector<int32_t>> DraftModel::Propose(std::span<const Job> jobs,
       batch_.sequences.push_back(
           {std::span<const int32_t>(&input[a], 1),
            static_cast<int32_t>(job.num_computed_tokens + round),
-           std::span<const std::span<const int32_t>>(tables_).subspan(a * num_groups_,
-                                                                      num_groups_),
+           std::span<const std::span<const int32_t>>(tables_).subspan(a * num_groups_, num_groups_),
            1});
       rows.push_back(a);
     }

@@ -55,17 +55,16 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config, uint64_t bud
   return lo;
 }
 
-Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config,
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const EngineConfig& config,
                                              const gguf::GgufFile* draft) {
   KV_ASSIGN_OR_RETURN(model::ModelKvShape shape, model::ReadModelKvShape(file));
   std::optional<model::ModelKvShape> draft_shape;
   if (draft != nullptr) {
     KV_ASSIGN_OR_RETURN(draft_shape, model::ReadModelKvShape(*draft));
   }
-  const int64_t context_length =
-      draft_shape ? std::min(shape.context_length, draft_shape->context_length)
-                  : shape.context_length;
+  const int64_t context_length = draft_shape
+                                     ? std::min(shape.context_length, draft_shape->context_length)
+                                     : shape.context_length;
   model::KvLayoutOptions options{config.kv_cache_dtype, config.block_size, context_length,
                                  config.max_num_batched_tokens};
   auto make = [&]() -> Result<model::ModelKvLayout> {  // at options.max_model_len
@@ -76,48 +75,54 @@ Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
   };
   KV_ASSIGN_OR_RETURN(model::ModelKvLayout at_context, make());
   KV_ASSIGN_OR_RETURN(options.max_model_len,
-                      ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(),
-                                         context_length, config.max_model_len));
+                      ResolveMaxModelLen(at_context.config, config.KvBudgetBytes(), context_length,
+                                         config.max_model_len));
   return make();
 }
 
-Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
-  std::shared_ptr<const gguf::GgufFile> file = std::move(opened);
-  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*file));
+  LoadedModel m;
+  m.file = std::move(opened);
+  KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*m.file));
+  m.architecture = arch->name;
   std::shared_ptr<const gguf::GgufFile> draft_file;
   const model::Architecture* draft_arch = nullptr;
   if (config.speculative && !config.speculative->draft_model.empty()) {
-    KV_ASSIGN_OR_RETURN(draft_file, OpenDraftModel(config.speculative->draft_model, *file));
+    KV_ASSIGN_OR_RETURN(draft_file, OpenDraftModel(config.speculative->draft_model, *m.file));
     KV_ASSIGN_OR_RETURN(draft_arch, model::FindArchitecture(*draft_file));
   }
-  KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout,
-                      ResolveKvLayout(*file, config, draft_file.get()));
+  KV_ASSIGN_OR_RETURN(m.layout, ResolveKvLayout(*m.file, config, draft_file.get()));
   model::LoadOptions load;
   load.max_batch_tokens = config.max_num_batched_tokens;
-  load.max_context_tokens = static_cast<int32_t>(layout.config.max_model_len);
+  load.max_context_tokens = static_cast<int32_t>(m.layout.config.max_model_len);
   load.max_threads = config.NumThreads();
-  KV_ASSIGN_OR_RETURN(std::unique_ptr<model::Model> model, arch->load(file, load));
-  std::optional<Draft> draft;
+  KV_ASSIGN_OR_RETURN(m.model, arch->load(m.file, load));
   std::string identity(arch->name);
   if (draft_file) {
-    KV_ASSIGN_OR_RETURN(model::ModelKvLayout own, ResolveKvLayout(*file, config));
-    draft.emplace();
-    KV_ASSIGN_OR_RETURN(draft->model, draft_arch->load(draft_file, load));
-    draft->first_group = static_cast<int>(own.config.groups.size());
-    draft->first_layer = own.config.num_layers;
+    KV_ASSIGN_OR_RETURN(model::ModelKvLayout own, ResolveKvLayout(*m.file, config));
+    m.draft.emplace();
+    KV_ASSIGN_OR_RETURN(m.draft->model, draft_arch->load(draft_file, load));
+    m.draft->first_group = static_cast<int>(own.config.groups.size());
+    m.draft->first_layer = own.config.num_layers;
     // Cached blocks hold the draft's KV too: its weights are part of their identity.
     identity += "+draft:" + model::WeightsDigest(*draft_file);
   }
+  m.fingerprint = model::MakeFingerprint(*m.file, identity, m.layout.config);
+  return m;
+}
+
+Result<std::unique_ptr<Engine>> Engine::Load(const std::string& path, const EngineConfig& config) {
+  KV_ASSIGN_OR_RETURN(LoadedModel m, LoadModel(path, config));
   kv::KvCacheManagerOptions kv_options;
   kv_options.enable_prefix_caching = config.enable_prefix_caching;
-  kv_options.fingerprint = model::MakeFingerprint(*file, identity, layout.config);
+  kv_options.fingerprint = m.fingerprint;
   std::optional<int32_t> eos;
-  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*file);
+  if (Result<std::shared_ptr<const tokenizer::Vocab>> vocab = tokenizer::Vocab::FromGguf(*m.file);
       vocab.ok()) {
     eos = (*vocab)->eos_id();
   }
-  return Create(std::move(model), layout.config, kv_options, config, eos, std::move(draft));
+  return Create(std::move(m.model), m.layout.config, kv_options, config, eos, std::move(m.draft));
 }
 
 Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> model,
@@ -164,9 +169,8 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheM
           scheduler::SchedulerConfig{config.max_num_seqs, config.max_num_batched_tokens,
                                      max_model_len},
           kv_.get(), connector_.get())),
-      draft_(draft ? std::make_unique<DraftModel>(std::move(draft->model), *kv_,
-                                                  draft->first_group, draft->first_layer,
-                                                  config.max_num_seqs)
+      draft_(draft ? std::make_unique<DraftModel>(std::move(draft->model), *kv_, draft->first_group,
+                                                  draft->first_layer, config.max_num_seqs)
                    : nullptr),
       kv_views_(draft ? model::SubViews(model::ViewsOf(*kv_), 0, draft->first_group, 0,
                                         draft->first_layer)
@@ -174,11 +178,12 @@ Engine::Engine(std::unique_ptr<model::Model> model, std::unique_ptr<kv::KvCacheM
       pool_(config.NumThreads()),
       samplers_(static_cast<size_t>(pool_.num_threads()), sampling::Sampler(vocab_size())),
       eos_token_id_(eos),
-      logits_(static_cast<size_t>(std::min<int64_t>(
-                  config.max_num_batched_tokens,
-                  int64_t{config.max_num_seqs} *
-                      (1 + (config.speculative ? config.speculative->num_speculative_tokens : 0)))) *
-              static_cast<size_t>(model_->vocab_size())) {}
+      logits_(
+          static_cast<size_t>(std::min<int64_t>(
+              config.max_num_batched_tokens,
+              int64_t{config.max_num_seqs} *
+                  (1 + (config.speculative ? config.speculative->num_speculative_tokens : 0)))) *
+          static_cast<size_t>(model_->vocab_size())) {}
 
 Engine::~Engine() = default;
 
@@ -192,16 +197,16 @@ Status Engine::ValidateRequest(const EngineRequest& request) const {
           fmt::format("prompt token {} is outside the vocabulary [0, {})", t, vocab_size()));
     }
   }
-  const int64_t max_len = max_model_len();
-  const int64_t max_tokens = request.params.max_tokens.value_or(1);
-  if (num_prompt + max_tokens > max_len) {
-    return OutOfRange(fmt::format(
-        "This model's maximum context length (--max-model-len) is {} tokens. However, you "
-        "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
-        "of the prompt or the completion.",
-        max_len, num_prompt + max_tokens, num_prompt, max_tokens));
-  }
-  return Status::Ok();
+  return CheckContextLength(num_prompt, request.params.max_tokens.value_or(1), max_model_len());
+}
+
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len) {
+  if (num_prompt_tokens + max_tokens <= max_model_len) return Status::Ok();
+  return OutOfRange(fmt::format(
+      "This model's maximum context length (--max-model-len) is {} tokens. However, you "
+      "requested {} tokens ({} in the prompt, {} in the completion). Please reduce the length "
+      "of the prompt or the completion.",
+      max_model_len, num_prompt_tokens + max_tokens, num_prompt_tokens, max_tokens));
 }
 
 Result<ValidRequest> Engine::Validate(EngineRequest request) const {
@@ -261,8 +266,8 @@ void Engine::BuildBatch(const scheduler::SchedulerOutput& plan) {
   for (size_t i = 0; i < plan.scheduled.size(); ++i) {
     const scheduler::ScheduledRequest& s = plan.scheduled[i];
     const std::span<const std::span<const int32_t>> tables =
-        std::span<const std::span<const int32_t>>(block_tables_).subspan(i * num_groups,
-                                                                         num_groups);
+        std::span<const std::span<const int32_t>>(block_tables_)
+            .subspan(i * num_groups, num_groups);
     const int32_t num_logits = s.needs_sample ? static_cast<int32_t>(1 + s.num_draft_tokens) : 0;
     const int32_t start = static_cast<int32_t>(s.num_computed_tokens);
     batch_.sequences.push_back({s.tokens, start, tables.first(model_groups), num_logits});

@@ -192,13 +192,17 @@ class Engine {
   RequestId next_id_ = 1;
 
   // Per-step buffers, reused.
-  model::Batch batch_;         // the model's groups' tables only
-  model::Batch all_groups_;    // every group's tables (the draft's too): DraftModel::Mirror
+  model::Batch batch_;       // the model's groups' tables only
+  model::Batch all_groups_;  // every group's tables (the draft's too): DraftModel::Mirror
   std::vector<std::span<const int32_t>> block_tables_;  // (sequences, groups)
   std::vector<float> logits_;  // (max_num_seqs * (1 + k) capped at the token budget, vocab)
   std::vector<TokenOutput> step_tokens_;  // parallel to the step's sampled tokens
   MetricsSnapshot metrics_;
 };
+
+// OutOfRange, in vLLM's words, when a prompt of num_prompt_tokens plus max_tokens more exceeds
+// max_model_len. Engine::ValidateRequest's length check (the simulator applies it too).
+Status CheckContextLength(int64_t num_prompt_tokens, int64_t max_tokens, int64_t max_model_len);
 
 // The max-model-len an engine will run with: `requested` (or the context length) when the
 // budget holds one request that long; otherwise the longest that fits when not requested
@@ -207,13 +211,27 @@ Result<int64_t> ResolveMaxModelLen(const kv::KvCacheConfig& config_at_context,
                                    uint64_t budget_bytes, int64_t context_length,
                                    std::optional<int64_t> requested);
 
+// A GGUF model as Engine::Load loads it: the architecture from the registry, the KV layout
+// from ResolveKvLayout (with the draft model's groups appended when config asks for one), the
+// weights mapped (load options from config: batch tokens, context, threads), the draft model,
+// and the fingerprint of (file, architecture, draft, layout). For Engine::Load and for tools
+// that run the model directly (`kvserve simulate --calibrate`).
+struct LoadedModel {
+  std::shared_ptr<const gguf::GgufFile> file;
+  std::string architecture;
+  model::ModelKvLayout layout;
+  std::unique_ptr<model::Model> model;
+  std::optional<Engine::Draft> draft;
+  kv::ModelFingerprint fingerprint;
+};
+Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config);
+
 // THE KV layout a GGUF model runs with under `config`: model::MakeModelKvLayout over the file's
 // KV shape, at the max-model-len ResolveMaxModelLen gives for config's budget. Engine::Load,
 // `kvserve inspect` and the capacity tests all call this, so what they print is what serve
 // allocates. With a speculative draft model, its groups follow (model::AppendLayout) and the
 // budget holds both. InvalidArgument for a bad --kv-cache-dtype, block size or length.
-Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file,
-                                             const EngineConfig& config,
+Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const EngineConfig& config,
                                              const gguf::GgufFile* draft = nullptr);
 
 }  // namespace kvserve::engine

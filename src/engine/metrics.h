@@ -34,8 +34,8 @@ class Histogram {
 
 // vLLM's bucket boundaries (seconds, or tokens for tokens per step).
 std::span<const double> TtftBucketsSeconds();
-std::span<const double> InterTokenBucketsSeconds();   // ITL and time per output token
-std::span<const double> RequestBucketsSeconds();      // queue time and end-to-end latency
+std::span<const double> InterTokenBucketsSeconds();  // ITL and time per output token
+std::span<const double> RequestBucketsSeconds();     // queue time and end-to-end latency
 std::span<const double> TokensPerStepBuckets();
 
 struct MetricsSnapshot {
@@ -47,13 +47,13 @@ struct MetricsSnapshot {
   Histogram tokens_per_step{TokensPerStepBuckets()};
   int num_running = 0;
   int num_waiting = 0;
-  double kv_usage = 0;                  // fraction of KV blocks referenced by requests
-  int64_t prefix_cache_queries = 0;     // tokens looked up at admissions
-  int64_t prefix_cache_hits = 0;        // of which found in a cache tier (device or lower)
-  int64_t prefix_cache_loaded = 0;      // of which loaded from a tier below the device pool
+  double kv_usage = 0;               // fraction of KV blocks referenced by requests
+  int64_t prefix_cache_queries = 0;  // tokens looked up at admissions
+  int64_t prefix_cache_hits = 0;     // of which found in a cache tier (device or lower)
+  int64_t prefix_cache_loaded = 0;   // of which loaded from a tier below the device pool
   int64_t num_preemptions = 0;
-  int64_t num_prompt_tokens = 0;        // computed in prefill chunks (prompts, recomputes)
-  int64_t num_generation_tokens = 0;    // sampled
+  int64_t num_prompt_tokens = 0;      // computed in prefill chunks (prompts, recomputes)
+  int64_t num_generation_tokens = 0;  // sampled
   int64_t num_steps = 0;
   int64_t num_finished = 0;
   // Speculative decoding (vLLM's spec_decode_* counters).

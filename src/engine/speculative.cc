@@ -1,9 +1,9 @@
 #include "engine/speculative.h"
 
 #include <fmt/format.h>
-#include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <nlohmann/json.hpp>
 
 namespace kvserve::engine {
 namespace {
@@ -73,18 +73,23 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view text) {
   return c;
 }
 
-std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts,
-                                        int min_n, int max_n) {
+std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts, int min_n,
+                                        int max_n) {
   const int64_t size = static_cast<int64_t>(tokens.size());
   for (int64_t n = std::min<int64_t>(max_n, size - 1); n >= min_n; --n) {
     const std::span<const int32_t> suffix = tokens.last(static_cast<size_t>(n));
-    // The latest earlier occurrence: start s < size - n, scanning backwards.
+    // Earlier occurrences, latest first: the first followed by max_drafts tokens wins; failing
+    // that, the one followed by the most (in periodic text the latest is followed by one period
+    // only).
+    int64_t best_from = -1;
     for (int64_t s = size - n - 1; s >= 0; --s) {
       if (!std::equal(suffix.begin(), suffix.end(), tokens.begin() + s)) continue;
-      const int64_t from = s + n;
-      const int64_t count = std::min<int64_t>(max_drafts, size - from);
-      return std::vector<int32_t>(tokens.begin() + from, tokens.begin() + from + count);
+      best_from = s + n;
+      if (size - best_from >= max_drafts) break;
     }
+    if (best_from < 0) continue;
+    const int64_t count = std::min<int64_t>(max_drafts, size - best_from);
+    return std::vector<int32_t>(tokens.begin() + best_from, tokens.begin() + best_from + count);
   }
   return {};
 }

@@ -12,7 +12,8 @@
 // Drafts come from a proposer:
 //   ngram (vLLM's prompt lookup): the longest suffix of the request's tokens (between
 //     prompt_lookup_min and prompt_lookup_max tokens) that occurred earlier in its prompt or
-//     output; the tokens that followed its latest earlier occurrence are the drafts.
+//     output; the tokens that followed its latest earlier occurrence with k tokens after it
+//     (else the earliest) are the drafts.
 //   draft_model: a small model with the same vocabulary drafts greedily (engine/draft_model.h);
 //     its KV lives in its own groups of the same pool and accounting.
 // Adaptive: a request whose drafts were all rejected skips drafting for 1, 2, 4, ... steps
@@ -48,9 +49,10 @@ Result<SpeculativeConfig> ParseSpeculativeConfig(std::string_view json);
 // The drafts the ngram proposer gives for `tokens` (prompt + output so far): at most
 // max_drafts tokens, possibly none.
 // Example (min 2, max 3): tokens a b c d a b c -> the suffix "a b c" occurred at 0, followed by
-// "d a b c": drafts d a b (max_drafts 3).
-std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts,
-                                        int min_n, int max_n);
+// "d a b c": drafts d a b (max_drafts 3). Periodic text x x x x x (min 1, max 3, max_drafts 2):
+// "x x x" occurred at 1 (followed by one x) and at 0 (by two): drafts x x.
+std::vector<int32_t> ProposeNgramDrafts(std::span<const int32_t> tokens, int max_drafts, int min_n,
+                                        int max_n);
 
 // Per-request adaptive state: when to draft, and the acceptance statistics.
 class DraftBackoff {

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstring>
 #include <limits>
+#include <new>
 
 #include "gguf/gguf.h"
 #include "gguf/internal.h"
@@ -120,6 +121,21 @@ Status GgufFile::Parse() {
   alignment_ = parsed.alignment;
   metadata_ = std::move(parsed.metadata);
   tensors_ = std::move(parsed.tensors);
+  // A file with general.alignment below 16 (legal: any power of two) can place a tensor
+  // where loading its floats would be a misaligned access (undefined behaviour, a fault on
+  // some CPUs): such tensors are copied once into aligned memory.
+  for (TensorInfo& t : tensors_) {
+    if (reinterpret_cast<uintptr_t>(t.data) % kTensorDataAlignment == 0 || t.size_bytes == 0) {
+      continue;
+    }
+    auto* copy = static_cast<std::byte*>(
+        ::operator new[](t.size_bytes, std::align_val_t(kTensorDataAlignment)));
+    std::memcpy(copy, t.data, t.size_bytes);
+    aligned_copies_.emplace_back(copy, [](std::byte* p) {
+      ::operator delete[](p, std::align_val_t(kTensorDataAlignment));
+    });
+    t.data = copy;
+  }
   return Status::Ok();
 }
 

@@ -73,6 +73,8 @@ struct Value {
   static Value I32Array(const std::vector<int32_t>& v);
 };
 
+inline constexpr size_t kTensorDataAlignment = 16;
+
 struct TensorInfo {
   std::string name;
   std::vector<int64_t> dims;  // ne[0] first: ne[0] is the row length (fastest varying)
@@ -80,7 +82,11 @@ struct TensorInfo {
   std::optional<tensor::DType> dtype;  // nullopt for ggml types kvserve cannot compute with
   uint64_t offset = 0;        // relative to the data section
   uint64_t size_bytes = 0;
-  const std::byte* data = nullptr;  // into the mapping; valid while the GgufFile lives
+  // Into the mapping, or into an aligned copy the GgufFile owns when the file placed it less
+  // than kTensorDataAlignment-aligned (general.alignment may be as low as 1); valid while the
+  // GgufFile lives. Always a multiple of kTensorDataAlignment, so kernels may load any
+  // element type from it.
+  const std::byte* data = nullptr;
 
   int64_t NumElements() const;
 };
@@ -134,6 +140,8 @@ class GgufFile {
   size_t size_ = 0;
   bool mapped_ = false;
   std::vector<uint8_t> buffer_;  // backing store for FromBuffer
+  // Aligned copies of tensors the file placed misaligned (see TensorInfo::data).
+  std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> aligned_copies_;
   uint32_t version_ = 0;
   uint64_t alignment_ = 32;
   std::vector<std::pair<std::string, Value>> metadata_;
@@ -146,6 +154,8 @@ class GgufWriter {
  public:
   // Replaces an existing key's value in place.
   void Set(std::string key, Value value);
+  // The value set for `key`, or nullptr.
+  const Value* Find(std::string_view key) const;
   // dims: ne[0] first. data must be RowBytes(type, dims[0]) * (product of other dims) bytes.
   Status AddTensor(std::string name, std::vector<int64_t> dims, tensor::DType type,
                    std::vector<uint8_t> data);

@@ -131,6 +131,13 @@ void GgufWriter::Set(std::string key, Value value) {
   metadata_.emplace_back(std::move(key), std::move(value));
 }
 
+const Value* GgufWriter::Find(std::string_view key) const {
+  for (const auto& [k, v] : metadata_) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
 Status GgufWriter::AddTensor(std::string name, std::vector<int64_t> dims, tensor::DType type,
                              std::vector<uint8_t> data) {
   if (name.empty()) return InvalidArgument("tensor name is empty");

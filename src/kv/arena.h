@@ -3,13 +3,13 @@
 // Shape (block-major, so one block of one group is one contiguous page set that the offload
 // tiers can copy with one memcpy):
 //   arena[num_blocks][writer layer i of the group][layer page]
-//   full / sliding layer page:  K rows [block_size][row_bytes] then V rows [block_size][row_bytes]
-//                               (shared_kv: only the K rows; V reads the same rows)
+//   full / sliding layer page:  K [segments][block_size][segment_bytes] then V the same
+//                               (head-major: tensor/kv_view.h; shared_kv: only K, V reads it)
 //   latent layer page:          latent rows [entries_per_block][latent_row_bytes] then
 //                               index rows [entries_per_block][index_row_bytes]
-// Example: 5 layers, 4 kv heads x 8 dims, f32, block 16: row 128 B, layer page 4096 B,
-//   block 20480 B; the V row of token slot 3 of layer 2 in block 7 is at
-//   7 * 20480 + 2 * 4096 + 16 * 128 + 3 * 128.
+// Example: 5 layers, 4 kv heads x 8 dims, f32, block 16: row 128 B, segment 8 values = 32 B,
+//   layer page 4096 B, block 20480 B; the V of head 1, token slot 3, layer 2, block 7 is at
+//   7 * 20480 + 2 * 4096 + 16 * 128 + (1 * 16 + 3) * 32.
 //
 // Owns: the aligned buffer (or nothing, for the simulator and planner, which run the same
 // manager without memory). Thread safety: the buffer is written by the forward pass under the
@@ -29,9 +29,11 @@ namespace kvserve::kv {
 class KvArena {
  public:
   static constexpr size_t kAlignment = 64;
+  static constexpr size_t kHugePage = size_t{2} << 20;
 
-  // Allocates num_blocks * block_bytes bytes aligned to kAlignment when allocate_memory is
-  // true; otherwise only records the sizes.
+  // Allocates num_blocks * block_bytes bytes aligned to kAlignment (to kHugePage, with
+  // transparent huge pages requested, from 2 MiB on) when allocate_memory is true; otherwise
+  // only records the sizes.
   KvArena(int64_t block_bytes, int64_t num_blocks, bool allocate_memory);
 
   int64_t block_bytes() const { return block_bytes_; }

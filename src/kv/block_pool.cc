@@ -7,7 +7,10 @@
 namespace kvserve::kv {
 
 BlockPool::BlockPool(int32_t num_blocks, bool enable_caching)
-    : num_blocks_(num_blocks), head_(num_blocks), enable_caching_(enable_caching) {
+    : num_blocks_(num_blocks),
+      head_(num_blocks),
+      enable_caching_(enable_caching),
+      hash_to_block_(enable_caching ? static_cast<size_t>(num_blocks) : 0) {
   CHECK_GE(num_blocks, 2) << "a pool needs the null block and one usable block";
   blocks_.resize(static_cast<size_t>(num_blocks) + 1);
   blocks_[head_].prev = head_;
@@ -54,16 +57,14 @@ void BlockPool::QueueRemove(BlockId id) {
 }
 
 std::optional<BlockId> BlockPool::LookupCached(const BlockHash& hash) const {
-  auto it = hash_to_block_.find(hash);
-  if (it == hash_to_block_.end()) return std::nullopt;
-  return it->second;
+  return hash_to_block_.Find(hash);
 }
 
 void BlockPool::Evict(BlockId id) {
   Block& b = blocks_[id];
   if (!b.hash.has_value()) return;
   const BlockHash hash = *b.hash;
-  hash_to_block_.erase(hash);
+  hash_to_block_.Erase(hash);
   b.hash.reset();
   UpdateState(id);
   ++num_evictions_;
@@ -126,7 +127,7 @@ bool BlockPool::CacheFullBlock(BlockId id, const BlockHash& hash) {
     CHECK(*b.hash == hash) << "block " << id << " re-cached under a different hash";
     return false;
   }
-  if (!hash_to_block_.emplace(hash, id).second) return false;
+  if (!hash_to_block_.Insert(hash, id)) return false;
   b.hash = hash;
   UpdateState(id);
   return true;
@@ -159,8 +160,7 @@ Status BlockPool::CheckIntegrity() const {
     if (states_[id] != StateOf(b)) return Internal(fmt::format("block {} state is stale", id));
     if (!b.hash.has_value()) continue;
     ++num_hashed;
-    auto it = hash_to_block_.find(*b.hash);
-    if (it == hash_to_block_.end() || it->second != id) {
+    if (hash_to_block_.Find(*b.hash) != std::optional<BlockId>(id)) {
       return Internal(fmt::format("block {} hash not mapped to it", id));
     }
   }

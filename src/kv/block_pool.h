@@ -21,10 +21,10 @@
 #include <functional>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 #include "core/status.h"
+#include "kv/block_hash_table.h"
 #include "kv/hash.h"
 
 namespace kvserve::kv {
@@ -116,7 +116,7 @@ class BlockPool {
   int32_t head_;               // head node of the circular free list (never a block)
   int32_t num_free_ = 0;
   bool enable_caching_;
-  std::unordered_map<BlockHash, BlockId, BlockHashHasher> hash_to_block_;
+  BlockHashTable hash_to_block_;  // cached blocks (sized for every block when caching)
   EvictionCallback on_evict_;
   int64_t num_evictions_ = 0;
 };

@@ -25,7 +25,7 @@ std::string BlockHash::ToHex() const {
 }
 
 std::string ModelFingerprint::ToString() const {
-  return fmt::format("kvserve-kv-v1|arch={}|weights={}|kv={}|block={}", arch, weights_digest,
+  return fmt::format("kvserve-kv-v2|arch={}|weights={}|kv={}|block={}", arch, weights_digest,
                      kv_formats, block_size);
 }
 

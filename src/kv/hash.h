@@ -40,7 +40,8 @@ struct ModelFingerprint {
   std::string arch;            // "llama", ...
   std::string kv_formats;      // DescribeKvFormats(config)
   int block_size = 16;
-  // "kvserve-kv-v1|arch=llama|weights=abcd|kv=...|block=16"
+  // "kvserve-kv-v2|arch=llama|weights=abcd|kv=...|block=16". The version names the byte
+  // layout of a block: v2 = head-major K/V segments (tensor/kv_view.h); v1 was token-major.
   std::string ToString() const;
 };
 

@@ -9,10 +9,13 @@
 //      (NewBlocks::loads); the scheduler hands them to StartLoad and parks the request.
 //   3. PollLoads reports finished loads: the first num_loaded entries of the request's list
 //      have their bytes in their device blocks (the rest were not found or failed their
-//      checks). The scheduler then registers those blocks (CommitLoadedBlocks).
-//   4. CancelLoad (abort): the load's bytes are dropped, never written to the blocks.
-// Thread safety: every method is called from the scheduler thread only; implementations do
-// their I/O on their own threads and touch device blocks only inside PollLoads.
+//      checks, and hold unspecified bytes). The scheduler then registers those blocks
+//      (CommitLoadedBlocks).
+//   4. CancelLoad (abort): once it returns, nothing writes the load's blocks any more.
+// Thread safety: every method is called from the scheduler thread only. Implementations do
+// their I/O on their own threads and may write a load's device blocks there, between
+// StartLoad and the PollLoads that reports it (or CancelLoad): the scheduler neither runs
+// nor frees a request while its blocks load.
 #pragma once
 
 #include <chrono>

@@ -16,6 +16,8 @@ template <class... Ts>
 struct Overloaded : Ts... {
   using Ts::operator()...;
 };
+template <class... Ts>
+Overloaded(Ts...) -> Overloaded<Ts...>;  // clang before 17 deduces no aggregate templates
 
 int64_t CeilDiv(int64_t a, int64_t b) {
   return (a + b - 1) / b;

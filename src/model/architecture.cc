@@ -6,8 +6,10 @@
 #include <array>
 #include <vector>
 
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
+#include "model/deepseek2.h"
+#include "model/deepseek2_random.h"
 #include "model/v41.h"
 #include "model/v41_random_model.h"
 
@@ -21,13 +23,29 @@ Result<std::unique_ptr<Model>> LoadAs(std::shared_ptr<const gguf::GgufFile> file
   return std::unique_ptr<Model>(std::move(model));
 }
 
-// ---- llama ----
+// ---- the dense architectures (model/config.h, model/dense.h, model/dense_random.h) ----
 
-constexpr std::array<std::string_view, 2> kLlamaPresets = {"tiny", "110m"};
+Result<gguf::GgufWriter> WriteRandomDense(std::string_view arch, std::string_view preset,
+                                          const RandomWeights& weights) {
+  KV_ASSIGN_OR_RETURN(DenseSpec spec, FindDensePreset(arch, preset));
+  return DenseRandomWriter(spec, weights);
+}
 
-Result<gguf::GgufWriter> WriteRandomLlama(std::string_view preset, const RandomWeights& weights) {
-  KV_ASSIGN_OR_RETURN(LlamaSpec spec, FindLlamaPreset(preset));
-  return LlamaRandomWriter(spec, weights);
+template <const char* kName>
+Result<gguf::GgufWriter> WriteRandom(std::string_view preset, const RandomWeights& weights) {
+  return WriteRandomDense(kName, preset, weights);
+}
+
+constexpr char kLlama[] = "llama";
+constexpr char kQwen2[] = "qwen2";
+constexpr char kQwen3[] = "qwen3";
+constexpr char kPhi3[] = "phi3";
+constexpr char kGemma2[] = "gemma2";
+constexpr char kGemma3[] = "gemma3";
+
+template <const char* kName>
+Architecture Dense() {
+  return {kName, ReadDenseKvShape, LoadAs<DenseModel>, DensePresets(kName), WriteRandom<kName>};
 }
 
 // ---- kvserve-v41 ----
@@ -39,12 +57,31 @@ Result<gguf::GgufWriter> WriteRandomV41(std::string_view preset, const RandomWei
   spec.weights.matrix_type = weights.matrix_type;
   spec.weights.type_of = weights.type_of;
   spec.weights.seed = weights.seed;
+  spec.weights.list_only = weights.list_only;
   return V41ModelWriter(spec);
 }
 
-const std::array<Architecture, 2> kArchitectures = {{
-    {"llama", ReadDenseKvShape, LoadAs<LlamaModel>, kLlamaPresets, WriteRandomLlama},
+// ---- deepseek2 ----
+
+constexpr std::array<std::string_view, 5> kDeepseek2Presets = {"tiny", "tiny-lite", "small",
+                                                               "deepseek-v2-lite", "deepseek-v3"};
+
+Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
+                                              const RandomWeights& weights) {
+  KV_ASSIGN_OR_RETURN(Deepseek2Spec spec, FindDeepseek2Preset(preset));
+  return Deepseek2RandomWriter(spec, weights);
+}
+
+const std::array<Architecture, 8> kArchitectures = {{
+    Dense<kLlama>(),
+    Dense<kQwen2>(),
+    Dense<kQwen3>(),
+    Dense<kPhi3>(),
+    Dense<kGemma2>(),
+    Dense<kGemma3>(),
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
+    {kDeepseek2Architecture, ReadDeepseek2KvShape, LoadAs<Deepseek2Model>, kDeepseek2Presets,
+     WriteRandomDeepseek2},
 }};
 
 }  // namespace

@@ -1,8 +1,5 @@
 #include "model/kv_layout.h"
 
-#include "core/check.h"
-#include "model/architecture.h"
-
 #include <fmt/format.h>
 #include <xxhash.h>
 
@@ -10,24 +7,50 @@
 #include <cstring>
 #include <optional>
 
+#include "core/check.h"
+#include "model/architecture.h"
+#include "model/config.h"
+#include "model/deepseek2_config.h"
+
 namespace kvserve::model {
 
-kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int head_dim,
-                                         int sliding_window, tensor::DType kv_dtype, int block_size,
-                                         int64_t max_model_len, int64_t max_chunk_tokens) {
+DenseKvShape DenseKvShape::Uniform(int num_layers, int num_kv_heads, int head_dim, int window) {
+  return {num_layers, num_kv_heads, head_dim, std::vector<int>(num_layers, window)};
+}
+
+std::vector<DenseKvGroup> DenseKvGroups(const DenseKvShape& shape) {
+  std::vector<int> windows(shape.layer_windows.begin(), shape.layer_windows.end());
+  std::sort(windows.begin(), windows.end());  // 0 (full) first
+  windows.erase(std::unique(windows.begin(), windows.end()), windows.end());
+  std::vector<DenseKvGroup> groups;
+  for (int window : windows) {
+    DenseKvGroup g{window, {}};
+    for (int l = 0; l < shape.num_layers; ++l) {
+      if (shape.layer_windows[l] == window) g.layers.push_back(l);
+    }
+    groups.push_back(std::move(g));
+  }
+  return groups;
+}
+
+kv::KvCacheConfig MakeDenseKvCacheConfig(const DenseKvShape& shape, tensor::DType kv_dtype,
+                                         int block_size, int64_t max_model_len,
+                                         int64_t max_chunk_tokens) {
   kv::KvCacheConfig kv_config;
-  kv_config.num_layers = num_layers;
+  kv_config.num_layers = shape.num_layers;
   kv_config.block_size = block_size;
   kv_config.max_model_len = max_model_len;
   kv_config.max_chunk_tokens = max_chunk_tokens;
-  kv::KvCacheGroup group;
-  if (sliding_window > 0) {
-    group.spec = kv::SlidingWindow{sliding_window, num_kv_heads, head_dim, kv_dtype};
-  } else {
-    group.spec = kv::FullAttention{num_kv_heads, head_dim, kv_dtype};
+  for (const DenseKvGroup& g : DenseKvGroups(shape)) {
+    kv::KvCacheGroup group;
+    if (g.window > 0) {
+      group.spec = kv::SlidingWindow{g.window, shape.num_kv_heads, shape.head_dim, kv_dtype};
+    } else {
+      group.spec = kv::FullAttention{shape.num_kv_heads, shape.head_dim, kv_dtype};
+    }
+    group.layers = g.layers;
+    kv_config.groups.push_back(std::move(group));
   }
-  for (int layer = 0; layer < num_layers; ++layer) group.layers.push_back(layer);
-  kv_config.groups.push_back(std::move(group));
   return kv_config;
 }
 
@@ -56,26 +79,50 @@ Result<int> PositiveIntKey(const gguf::GgufFile& file, const std::string& key,
   return static_cast<int>(*value);
 }
 
-Result<DenseKvShape> ReadDenseShape(const gguf::GgufFile& file, const std::string& arch) {
-  DenseKvShape d;
-  KV_ASSIGN_OR_RETURN(d.num_layers, PositiveIntKey(file, arch + ".block_count"));
+// A dense architecture kvserve does not run: every layer the same, windowed when the file has
+// `{arch}.attention.sliding_window`.
+Result<DenseKvShape> ReadGenericDenseShape(const gguf::GgufFile& file, const std::string& arch) {
+  KV_ASSIGN_OR_RETURN(int num_layers, PositiveIntKey(file, arch + ".block_count"));
   KV_ASSIGN_OR_RETURN(int heads, PositiveIntKey(file, arch + ".attention.head_count"));
   KV_ASSIGN_OR_RETURN(int dim, PositiveIntKey(file, arch + ".embedding_length"));
-  KV_ASSIGN_OR_RETURN(d.num_kv_heads,
-                      PositiveIntKey(file, arch + ".attention.head_count_kv", heads));
-  if (dim % heads != 0) {
+  KV_ASSIGN_OR_RETURN(int kv_heads, PositiveIntKey(file, arch + ".attention.head_count_kv", heads));
+  if (dim % heads != 0 && file.Find(arch + ".attention.key_length") == nullptr) {
     return InvalidArgument(
         fmt::format("head_count {} does not divide embedding_length {}", heads, dim));
   }
-  d.head_dim = dim / heads;  // llama: what model::ReadModelConfig and the forward pass use
-  if (arch != "llama") {
-    KV_ASSIGN_OR_RETURN(d.head_dim,
-                        PositiveIntKey(file, arch + ".attention.key_length", d.head_dim));
-  }
+  KV_ASSIGN_OR_RETURN(int head_dim,
+                      PositiveIntKey(file, arch + ".attention.key_length", dim / heads));
   KV_ASSIGN_OR_RETURN(int64_t window, file.GetIntOr(arch + ".attention.sliding_window", 0));
   if (window < 0) return InvalidArgument(fmt::format("{}.attention.sliding_window < 0", arch));
-  d.sliding_window = static_cast<int>(std::min<int64_t>(window, int64_t{1} << 30));
+  return DenseKvShape::Uniform(num_layers, kv_heads, head_dim,
+                               static_cast<int>(std::min<int64_t>(window, int64_t{1} << 30)));
+}
+
+// An architecture kvserve runs: the KV its forward pass reads (model::ReadModelHyperparameters).
+Result<DenseKvShape> ReadRunnableDenseShape(const gguf::GgufFile& file) {
+  KV_ASSIGN_OR_RETURN(ModelConfig c, ReadModelHyperparameters(file));
+  DenseKvShape d;
+  d.num_layers = static_cast<int>(c.num_layers);
+  d.num_kv_heads = static_cast<int>(c.num_kv_heads);
+  d.head_dim = static_cast<int>(c.head_dim);
+  d.layer_windows.assign(c.layer_window.begin(), c.layer_window.end());
   return d;
+}
+
+// The names of MakeDenseKvCacheConfig's groups: "full", or "sliding" (with the window when
+// there are several).
+std::vector<KvGroupInfo> DenseGroupInfo(const DenseKvShape& d) {
+  const std::vector<DenseKvGroup> groups = DenseKvGroups(d);
+  int sliding_groups = 0;
+  for (const DenseKvGroup& g : groups) sliding_groups += g.window > 0 ? 1 : 0;
+  std::vector<KvGroupInfo> out;
+  for (const DenseKvGroup& g : groups) {
+    std::string name = g.window == 0         ? "full"
+                       : sliding_groups == 1 ? "sliding"
+                                             : fmt::format("sliding/{}", g.window);
+    out.push_back({std::move(name), g.layers, {}, false});
+  }
+  return out;
 }
 
 // The names and model layers of MakeV41KvLayout's groups, in its order: "window" over every
@@ -110,11 +157,13 @@ Result<ModelKvShape> ReadDenseKvShape(const gguf::GgufFile& file) {
   KV_ASSIGN_OR_RETURN(shape.architecture, file.GetString("general.architecture"));
   shape.activation_dtype = ModelActivationDType(file);
   const std::string& arch = shape.architecture;
-  KV_ASSIGN_OR_RETURN(DenseKvShape dense, ReadDenseShape(file, arch));
+  KV_ASSIGN_OR_RETURN(DenseKvShape dense, IsDenseArchitecture(arch)
+                                              ? ReadRunnableDenseShape(file)
+                                              : ReadGenericDenseShape(file, arch));
   KV_ASSIGN_OR_RETURN(int context, PositiveIntKey(file, arch + ".context_length"));
   shape.context_length = context;
   shape.num_layers = dense.num_layers;
-  shape.layout = dense;
+  shape.layout = std::move(dense);
   return shape;
 }
 
@@ -126,6 +175,17 @@ Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file) {
   shape.context_length = v41.context_length;
   shape.num_layers = static_cast<int>(v41.num_layers);
   shape.layout = std::move(v41);
+  return shape;
+}
+
+Result<ModelKvShape> ReadDeepseek2KvShape(const gguf::GgufFile& file) {
+  ModelKvShape shape;
+  shape.architecture = kDeepseek2Architecture;
+  shape.activation_dtype = ModelActivationDType(file);
+  KV_ASSIGN_OR_RETURN(Deepseek2Config c, ReadDeepseek2Config(file));
+  shape.context_length = c.context_length;
+  shape.num_layers = static_cast<int>(c.num_layers);
+  shape.layout = LatentKvShape{static_cast<int>(c.num_layers), static_cast<int>(c.latent_dim())};
   return shape;
 }
 
@@ -148,14 +208,25 @@ Result<ModelKvLayout> MakeModelKvLayout(const ModelKvShape& shape, const KvLayou
     out.config = MakeV41KvLayout(*v41, options.block_size, max_model_len, options.max_chunk_tokens)
                      .kv_config;
     out.groups = V41GroupInfo(*v41);
+  } else if (const auto* mla = std::get_if<LatentKvShape>(&shape.layout)) {
+    out.config.num_layers = mla->num_layers;
+    out.config.block_size = options.block_size;
+    out.config.max_model_len = max_model_len;
+    out.config.max_chunk_tokens = options.max_chunk_tokens;
+    kv::KvCacheGroup group;
+    group.spec = kv::CompressedLatent{mla->latent_dim, 1, 0, kv_dtype};
+    KvGroupInfo info{"latent", {}, {}, false};
+    for (int l = 0; l < mla->num_layers; ++l) {
+      group.layers.push_back(l);
+      info.layers.push_back(l);
+    }
+    out.config.groups.push_back(std::move(group));
+    out.groups.push_back(std::move(info));
   } else {
     const DenseKvShape& d = std::get<DenseKvShape>(shape.layout);
-    out.config =
-        MakeDenseKvCacheConfig(d.num_layers, d.num_kv_heads, d.head_dim, d.sliding_window, kv_dtype,
-                               options.block_size, max_model_len, options.max_chunk_tokens);
-    KvGroupInfo info{d.sliding_window > 0 ? "sliding" : "full", {}, {}, false};
-    for (int l = 0; l < d.num_layers; ++l) info.layers.push_back(l);
-    out.groups.push_back(std::move(info));
+    out.config = MakeDenseKvCacheConfig(d, kv_dtype, options.block_size, max_model_len,
+                                        options.max_chunk_tokens);
+    out.groups = DenseGroupInfo(d);
   }
   KV_RETURN_IF_ERROR(kv::ValidateConfig(out.config).WithContext(shape.architecture));
   return out;

@@ -17,19 +17,39 @@
 #include "gguf/gguf.h"
 #include "kv/config.h"
 #include "kv/hash.h"
-#include "model/config.h"
 #include "model/v41_config.h"
 #include "tensor/dtype.h"
 
 namespace kvserve::model {
 
-// ---- building blocks (the engine calls these directly) ----
+// ---- a dense transformer's KV ----
 
-// One group holding every layer: FullAttention, or SlidingWindow when sliding_window > 0;
-// K and V rows of num_kv_heads * head_dim values in `kv_dtype`.
-kv::KvCacheConfig MakeDenseKvCacheConfig(int num_layers, int num_kv_heads, int head_dim,
-                                         int sliding_window, tensor::DType kv_dtype, int block_size,
-                                         int64_t max_model_len, int64_t max_chunk_tokens);
+// A dense transformer's KV shape: K and V rows of num_kv_heads * head_dim values per layer;
+// each layer attends to everything or slides over a window of tokens.
+struct DenseKvShape {
+  int num_layers = 0;
+  int num_kv_heads = 0;
+  int head_dim = 0;
+  std::vector<int> layer_windows;  // (num_layers): the layer's sliding window, 0 = full
+
+  // The one-window shape: every layer full (window 0) or sliding over `window`.
+  static DenseKvShape Uniform(int num_layers, int num_kv_heads, int head_dim, int window = 0);
+};
+
+// The KV cache groups of a dense shape: one per distinct window, the full-attention layers
+// first, then the sliding windows in increasing size; layers ascending in each group.
+// Example: gemma3 with 8 layers, window 512 (layers 5 global): {full: 5}, {512: 0-4, 6-7}.
+struct DenseKvGroup {
+  int window = 0;           // 0: full attention
+  std::vector<int> layers;  // model layers
+};
+std::vector<DenseKvGroup> DenseKvGroups(const DenseKvShape& shape);
+
+// The KV cache config of a dense shape, groups as DenseKvGroups: FullAttention or
+// SlidingWindow specs of `kv_dtype`.
+kv::KvCacheConfig MakeDenseKvCacheConfig(const DenseKvShape& shape, tensor::DType kv_dtype,
+                                         int block_size, int64_t max_model_len,
+                                         int64_t max_chunk_tokens);
 
 // The dtype of the model's activations for `--kv-cache-dtype auto`: f32 when every weight
 // matrix is f32, else f16.
@@ -37,12 +57,12 @@ tensor::DType ModelActivationDType(const gguf::GgufFile& file);
 
 // ---- a GGUF model's KV layout from metadata (serve, inspect and the planner) ----
 
-// A dense transformer's KV shape from llama.cpp's `{arch}.*` keys.
-struct DenseKvShape {
+// A multi-head latent attention model's KV shape (deepseek2): every layer writes one latent row
+// of latent_dim values per token (kv_lora_rank + the decoupled rope key): one
+// CompressedLatent group, compress_ratio 1, no indexer key, no sharing between layers.
+struct LatentKvShape {
   int num_layers = 0;
-  int num_kv_heads = 0;
-  int head_dim = 0;        // llama: embedding_length / head_count (what the forward pass uses)
-  int sliding_window = 0;  // 0: full attention
+  int latent_dim = 0;
 };
 
 // Everything a GGUF model's KV layout depends on, read from metadata only (no tensor bytes;
@@ -52,7 +72,7 @@ struct ModelKvShape {
   int64_t context_length = 0;
   int num_layers = 0;                                    // model layers
   tensor::DType activation_dtype = tensor::DType::kF16;  // what "auto" resolves against
-  std::variant<DenseKvShape, V41Config> layout;
+  std::variant<DenseKvShape, V41Config, LatentKvShape> layout;
 };
 
 // The architecture's read_kv_shape (model/architecture.h); for an architecture kvserve cannot
@@ -60,12 +80,16 @@ struct ModelKvShape {
 Result<ModelKvShape> ReadModelKvShape(const gguf::GgufFile& file);
 // kvserve-v41 (ReadV41Config).
 Result<ModelKvShape> ReadV41KvShape(const gguf::GgufFile& file);
-// A dense transformer from llama.cpp's keys: `{arch}.block_count`,
-// `.attention.head_count`, `.attention.head_count_kv` (default head_count),
-// `.embedding_length`, `.context_length`, optional `.attention.sliding_window`; head_dim is
-// embedding_length / head_count for llama (as model::ReadModelConfig) and
-// `.attention.key_length` (default the same) for the others. InvalidArgument / NotFound
-// naming the key when metadata is missing or inconsistent.
+// deepseek2 (ReadDeepseek2Config): a LatentKvShape.
+Result<ModelKvShape> ReadDeepseek2KvShape(const gguf::GgufFile& file);
+// A dense transformer from llama.cpp's keys. For the architectures kvserve runs
+// (model/config.h), the KV of their forward pass: head size `.attention.key_length` (default
+// embedding_length / head_count) and each layer's window as the architecture places it
+// (gemma2: even layers, gemma3: 5 of every 6). For other architectures (planned, not run):
+// `{arch}.block_count`, `.attention.head_count`, `.attention.head_count_kv` (default
+// head_count), `.embedding_length`, `.attention.key_length`, `.context_length` and an optional
+// `.attention.sliding_window` for every layer. InvalidArgument / NotFound naming the key when
+// metadata is missing or inconsistent.
 Result<ModelKvShape> ReadDenseKvShape(const gguf::GgufFile& file);
 
 // The run's knobs that shape a KV cache config: the serve / plan / inspect flags.

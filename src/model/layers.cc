@@ -5,13 +5,16 @@
 #include <algorithm>
 
 #include "core/check.h"
+#include "kernels/weight_matrix.h"
 
 namespace kvserve::model {
 
 kernels::WeightMatrix BindMatrix(const gguf::GgufFile& file, const std::string& name) {
   const gguf::TensorInfo* info = file.FindTensor(name);
-  CHECK(info != nullptr && info->dtype && info->dims.size() == 2) << name;
-  return {info->data, *info->dtype, info->dims[1], info->dims[0]};
+  CHECK(info != nullptr) << name;  // the architecture's config check found it
+  Result<kernels::WeightMatrix> matrix = kernels::MatrixFromTensor(*info);
+  CHECK(matrix.ok()) << matrix.status().ToString();
+  return *matrix;
 }
 
 const float* BindVector(const gguf::GgufFile& file, const std::string& name) {
@@ -59,8 +62,14 @@ void AttentionSequencesOf(const Batch& batch, const TokenRows& rows, int group,
   }
 }
 
-Activations::Activations(int64_t t, int64_t dim, int64_t ffn_dim)
-    : x(t * dim), xb(t * dim), proj(t * dim), gate(t * ffn_dim), up(t * ffn_dim), last(t * dim) {}
+Activations::Activations(int64_t t, int64_t dim, int64_t ffn_dim, bool fused_gate_up)
+    : x(t * dim),
+      xb(t * dim),
+      proj(t * dim),
+      gate(t * ffn_dim),
+      up(t * ffn_dim),
+      gate_up(fused_gate_up ? t * 2 * ffn_dim : 0),
+      last(t * dim) {}
 
 void NormRows(const float* weight, const float* in, float* out, int64_t rows, int64_t dim,
               float eps, ThreadPool& pool) {
@@ -70,80 +79,195 @@ void NormRows(const float* weight, const float* in, float* out, int64_t rows, in
   });
 }
 
-void Embed(const kernels::WeightMatrix& table, const TokenRows& rows, float* x, ThreadPool& pool) {
+void Embed(const kernels::WeightMatrix& table, const TokenRows& rows, float* x, ThreadPool& pool,
+           float scale) {
   const int64_t dim = table.cols;
   pool.ParallelFor(rows.num_tokens, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       kernels::EmbeddingLookup(table.data, table.dtype, dim, rows.tokens[t], x + t * dim);
+      if (scale != 1.0f) kernels::Scale(x + t * dim, dim, scale);
     }
   });
 }
 
-AttentionWeights BindAttention(const gguf::GgufFile& file, int layer) {
-  const std::string p = fmt::format("blk.{}.", layer);
-  return {BindVector(file, p + "attn_norm.weight"), BindMatrix(file, p + "attn_q.weight"),
-          BindMatrix(file, p + "attn_k.weight"), BindMatrix(file, p + "attn_v.weight"),
-          BindMatrix(file, p + "attn_output.weight")};
+namespace {
+
+const float* BindOptionalVector(const gguf::GgufFile& file, const std::string& name, bool bind) {
+  return bind ? BindVector(file, name) : nullptr;
 }
 
-AttentionBuffers::AttentionBuffers(int64_t t, int64_t q_row, int64_t kv_row)
-    : q(t * q_row), k(t * kv_row), v(t * kv_row), att(t * q_row) {}
+// rows x (cols) += bias (cols) for every row.
+void AddBiasRows(float* x, const float* bias, int64_t rows, int64_t cols) {
+  for (int64_t t = 0; t < rows; ++t) kernels::AddInPlace(x + t * cols, bias, cols);
+}
+
+// Splits the fused (T, q_row + 2 kv_row) rows into q, k, v.
+void SplitQkv(AttentionBuffers& buf, int64_t n, int64_t q_row, int64_t kv_row, ThreadPool& pool) {
+  const int64_t row = q_row + 2 * kv_row;
+  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      const float* src = buf.qkv.data() + t * row;
+      std::copy_n(src, q_row, buf.q.data() + t * q_row);
+      std::copy_n(src + q_row, kv_row, buf.k.data() + t * kv_row);
+      std::copy_n(src + q_row + kv_row, kv_row, buf.v.data() + t * kv_row);
+    }
+  });
+}
+
+// Step 1 of AttentionBlock: q, k, v of every row from the normed input act.xb, with their
+// biases, per-head norms and rotary embedding.
+void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations& act,
+                AttentionBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  const AttentionWeights& w = *layer.weights;
+  const kernels::AttentionShape& shape = *layer.shape;
+  const int64_t n = rows.num_tokens;
+  const int64_t hd = shape.head_dim;
+  const int64_t q_row = int64_t{shape.num_heads} * hd;
+  const int64_t kv_row = int64_t{shape.num_kv_heads} * hd;
+  if (w.qkv.data != nullptr) {
+    kernels::MatMul(w.qkv, act.xb.data(), n, buf.qkv.data(), pool, scratch);
+    SplitQkv(buf, n, q_row, kv_row, pool);
+  } else {
+    kernels::MatMul(w.q, act.xb.data(), n, buf.q.data(), pool, scratch);
+    kernels::MatMul(w.k, act.xb.data(), n, buf.k.data(), pool, scratch);
+    kernels::MatMul(w.v, act.xb.data(), n, buf.v.data(), pool, scratch);
+  }
+  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      float* q = buf.q.data() + t * q_row;
+      float* k = buf.k.data() + t * kv_row;
+      if (w.q_bias != nullptr) {
+        AddBiasRows(q, w.q_bias, 1, q_row);
+        AddBiasRows(k, w.k_bias, 1, kv_row);
+        AddBiasRows(buf.v.data() + t * kv_row, w.v_bias, 1, kv_row);
+      }
+      if (w.q_norm != nullptr) {
+        for (int h = 0; h < shape.num_heads; ++h) {
+          kernels::RmsNorm(q + h * hd, w.q_norm, q + h * hd, hd, layer.eps);
+        }
+        for (int h = 0; h < shape.num_kv_heads; ++h) {
+          kernels::RmsNorm(k + h * hd, w.k_norm, k + h * hd, hd, layer.eps);
+        }
+      }
+      kernels::Rope(*layer.rope, q, shape.num_heads, rows.positions[t]);
+      kernels::Rope(*layer.rope, k, shape.num_kv_heads, rows.positions[t]);
+    }
+  });
+}
+
+}  // namespace
+
+AttentionWeights BindAttention(const gguf::GgufFile& file, int layer, const ModelConfig& c) {
+  const std::string p = fmt::format("blk.{}.", layer);
+  AttentionWeights w;
+  w.norm = BindVector(file, p + "attn_norm.weight");
+  if (c.fused_qkv) {
+    w.qkv = BindMatrix(file, p + "attn_qkv.weight");
+  } else {
+    w.q = BindMatrix(file, p + "attn_q.weight");
+    w.k = BindMatrix(file, p + "attn_k.weight");
+    w.v = BindMatrix(file, p + "attn_v.weight");
+  }
+  w.q_bias = BindOptionalVector(file, p + "attn_q.bias", c.qkv_bias);
+  w.k_bias = BindOptionalVector(file, p + "attn_k.bias", c.qkv_bias);
+  w.v_bias = BindOptionalVector(file, p + "attn_v.bias", c.qkv_bias);
+  w.q_norm = BindOptionalVector(file, p + "attn_q_norm.weight", c.qk_norm);
+  w.k_norm = BindOptionalVector(file, p + "attn_k_norm.weight", c.qk_norm);
+  w.o = BindMatrix(file, p + "attn_output.weight");
+  w.o_bias = BindOptionalVector(file, p + "attn_output.bias", c.output_bias);
+  w.post_norm = BindOptionalVector(file, p + "post_attention_norm.weight", c.post_norms);
+  return w;
+}
+
+AttentionBuffers::AttentionBuffers(int64_t t, int64_t q_row, int64_t kv_row, bool fused_qkv)
+    : q(t * q_row),
+      k(t * kv_row),
+      v(t * kv_row),
+      qkv(fused_qkv ? t * (q_row + 2 * kv_row) : 0),
+      att(t * q_row) {}
 
 void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
                     std::span<const kernels::AttentionSequence> seqs, Activations& act,
                     AttentionBuffers& buf, kernels::AttentionScratch& attention_scratch,
                     kernels::MatMulScratch& matmul_scratch, ThreadPool& pool) {
   const AttentionWeights& w = *layer.weights;
-  const kernels::AttentionShape& shape = *layer.shape;
   const int64_t n = rows.num_tokens;
   const int64_t dim = w.o.rows;
-  const int64_t q_row = w.q.rows;
-  const int64_t kv_row = w.k.rows;
   // 1. Q, K, V of this step's tokens, roped at their positions.
   NormRows(w.norm, act.x.data(), act.xb.data(), n, dim, layer.eps, pool);
-  kernels::MatMul(w.q, act.xb.data(), n, buf.q.data(), pool, matmul_scratch);
-  kernels::MatMul(w.k, act.xb.data(), n, buf.k.data(), pool, matmul_scratch);
-  kernels::MatMul(w.v, act.xb.data(), n, buf.v.data(), pool, matmul_scratch);
-  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
-    for (size_t t = begin; t < end; ++t) {
-      kernels::Rope(*layer.rope, buf.q.data() + t * q_row, shape.num_heads, rows.positions[t]);
-      kernels::Rope(*layer.rope, buf.k.data() + t * kv_row, shape.num_kv_heads, rows.positions[t]);
-    }
-  });
+  ProjectQkv(layer, rows, act, buf, matmul_scratch, pool);
   // 2. Store K/V in the cache, then 3. attend reading everything back as stored.
   kernels::WriteKv(*layer.kv, layer.kv_layer, seqs, buf.k.data(), buf.v.data(), pool);
-  kernels::PagedAttention(shape, *layer.kv, layer.kv_layer, seqs, buf.q.data(), buf.att.data(),
-                          pool, attention_scratch);
-  // 4. Output projection and residual.
+  kernels::PagedAttention(*layer.shape, *layer.kv, layer.kv_layer, seqs, buf.q.data(),
+                          buf.att.data(), pool, attention_scratch);
+  // 4. Output projection, its bias and post-norm, and the residual.
   kernels::MatMul(w.o, buf.att.data(), n, act.proj.data(), pool, matmul_scratch);
+  if (w.o_bias != nullptr) AddBiasRows(act.proj.data(), w.o_bias, n, dim);
+  if (w.post_norm != nullptr) {
+    NormRows(w.post_norm, act.proj.data(), act.proj.data(), n, dim, layer.eps, pool);
+  }
   kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
 }
 
 FfnWeights BindFfn(const gguf::GgufFile& file, int layer) {
   const std::string p = fmt::format("blk.{}.", layer);
-  return {BindVector(file, p + "ffn_norm.weight"), BindMatrix(file, p + "ffn_gate.weight"),
-          BindMatrix(file, p + "ffn_up.weight"), BindMatrix(file, p + "ffn_down.weight")};
+  FfnWeights w;
+  w.norm = BindVector(file, p + "ffn_norm.weight");
+  w.gate = BindMatrix(file, p + "ffn_gate.weight");
+  w.up = BindMatrix(file, p + "ffn_up.weight");
+  w.down = BindMatrix(file, p + "ffn_down.weight");
+  return w;
+}
+
+FfnWeights BindFfn(const gguf::GgufFile& file, int layer, const ModelConfig& c) {
+  const std::string p = fmt::format("blk.{}.", layer);
+  FfnWeights w;
+  w.norm = BindVector(file, p + "ffn_norm.weight");
+  if (!c.fused_gate_up) w.gate = BindMatrix(file, p + "ffn_gate.weight");
+  w.up = BindMatrix(file, p + "ffn_up.weight");
+  w.down = BindMatrix(file, p + "ffn_down.weight");
+  w.post_norm = BindOptionalVector(file, p + "post_ffw_norm.weight", c.post_norms);
+  w.activation = c.activation;
+  w.fused_gate_up = c.fused_gate_up;
+  return w;
 }
 
 void GatedFfnBlock(const FfnWeights& w, float eps, int64_t n, Activations& act,
                    kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t dim = w.down.rows;
-  const int64_t ffn = w.gate.rows;
+  const int64_t ffn = w.down.cols;
   NormRows(w.norm, act.x.data(), act.xb.data(), n, dim, eps, pool);
-  kernels::MatMul(w.gate, act.xb.data(), n, act.gate.data(), pool, scratch);
-  kernels::MatMul(w.up, act.xb.data(), n, act.up.data(), pool, scratch);
+  if (w.fused_gate_up) {
+    kernels::MatMul(w.up, act.xb.data(), n, act.gate_up.data(), pool, scratch);
+  } else {
+    kernels::MatMul(w.gate, act.xb.data(), n, act.gate.data(), pool, scratch);
+    kernels::MatMul(w.up, act.xb.data(), n, act.up.data(), pool, scratch);
+  }
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
-      kernels::SiluMul(act.gate.data() + t * ffn, act.up.data() + t * ffn, ffn);
+      float* gate = act.gate.data() + t * ffn;
+      const float* up = act.up.data() + t * ffn;
+      if (w.fused_gate_up) {  // row t of gate_up = gate (ffn) | up (ffn)
+        std::copy_n(act.gate_up.data() + t * 2 * ffn, ffn, gate);
+        up = act.gate_up.data() + t * 2 * ffn + ffn;
+      }
+      if (w.activation == FfnActivation::kGeluTanh) {
+        kernels::GeluMul(gate, up, ffn);
+      } else {
+        kernels::SiluMul(gate, up, ffn);
+      }
     }
   });
   kernels::MatMul(w.down, act.gate.data(), n, act.proj.data(), pool, scratch);
+  if (w.post_norm != nullptr) {
+    NormRows(w.post_norm, act.proj.data(), act.proj.data(), n, dim, eps, pool);
+  }
   kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
 }
 
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
             const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
-            ThreadPool& pool, float* logits) {
+            ThreadPool& pool, float* logits, std::optional<float> softcap) {
   const int64_t dim = output.cols;
   int64_t num_rows = 0;
   for (size_t i = 0; i < batch.sequences.size(); ++i) {
@@ -156,6 +280,11 @@ void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float 
   CHECK(logits != nullptr);
   NormRows(norm, act.last.data(), act.last.data(), num_rows, dim, eps, pool);
   kernels::MatMul(output, act.last.data(), num_rows, logits, pool, scratch);
+  if (!softcap) return;
+  const int64_t vocab = output.rows;
+  pool.ParallelFor(num_rows, [&](size_t begin, size_t end, int) {
+    for (size_t r = begin; r < end; ++r) kernels::SoftCap(logits + r * vocab, vocab, *softcap);
+  });
 }
 
 }  // namespace kvserve::model

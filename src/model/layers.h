@@ -1,7 +1,9 @@
 // The building blocks every forward pass is made of, written once: weight binding, the batch
 // flattened into token rows, RMSNorm over rows, embedding, the dense attention block over a
-// paged KV group, the gated FFN block and the logits. An architecture (model/llama.cc,
-// model/v41.cc, ...) is a list of these blocks, top to bottom.
+// paged KV group, the gated FFN block and the logits. An architecture (model/dense.cc,
+// model/v41.cc) is a list of these blocks, top to bottom; what an architecture adds (a bias, a
+// q/k norm, a fused projection, a post-norm, GELU, soft-capping, a scaled embedding) is an
+// optional part of a block here, so the next architecture reuses it.
 //
 // Determinism (DESIGN.md section 5): every block works row by row (or per (row, head)) in a
 // fixed order, and the matmul gives each output element the same value whatever the batch, so
@@ -9,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>
@@ -18,6 +21,7 @@
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
+#include "model/config.h"
 #include "model/model.h"
 
 namespace kvserve::model {
@@ -63,13 +67,14 @@ void AttentionSequencesOf(const Batch& batch, const TokenRows& rows, int group,
 
 // The residual stream and the buffers of the dense blocks, T = max_batch_tokens.
 struct Activations {
-  Activations(int64_t max_tokens, int64_t dim, int64_t ffn_dim);
-  std::vector<float> x;     // (T, dim): residual stream
-  std::vector<float> xb;    // (T, dim): normed input of a block
-  std::vector<float> proj;  // (T, dim): output of a block, before the residual add
-  std::vector<float> gate;  // (T, ffn)
-  std::vector<float> up;    // (T, ffn)
-  std::vector<float> last;  // (T, dim): rows that want logits, gathered and normed
+  Activations(int64_t max_tokens, int64_t dim, int64_t ffn_dim, bool fused_gate_up = false);
+  std::vector<float> x;        // (T, dim): residual stream
+  std::vector<float> xb;       // (T, dim): normed input of a block
+  std::vector<float> proj;     // (T, dim): output of a block, before the residual add
+  std::vector<float> gate;     // (T, ffn)
+  std::vector<float> up;       // (T, ffn)
+  std::vector<float> gate_up;  // (T, 2 * ffn): a fused gate|up projection (else empty)
+  std::vector<float> last;     // (T, dim): rows that want logits, gathered and normed
 };
 
 // ---- blocks ----
@@ -78,31 +83,50 @@ struct Activations {
 void NormRows(const float* weight, const float* in, float* out, int64_t rows, int64_t dim,
               float eps, ThreadPool& pool);
 
-// x[t] = table[rows.tokens[t]] for every row. x: (T, table.cols).
-void Embed(const kernels::WeightMatrix& table, const TokenRows& rows, float* x, ThreadPool& pool);
+// x[t] = table[rows.tokens[t]] * scale for every row. x: (T, table.cols).
+void Embed(const kernels::WeightMatrix& table, const TokenRows& rows, float* x, ThreadPool& pool,
+           float scale = 1.0f);
 
-// The attention block of a llama-style layer over one paged KV group (full or sliding):
-//   n = RMSNorm(x) * norm;  q = Wq n, k = Wk n, v = Wv n, q and k roped at their positions
-//   K/V stored in the cache, then read back as stored;  x += Wo Attention(q, K, V)
+// The attention block of a dense layer over one paged KV group (full or sliding), every step
+// optional but the projections:
+//   n = RMSNorm(x) * norm
+//   q, k, v = Wq n + bq, Wk n + bk, Wv n + bv     (or one fused Wqkv n split q | k | v)
+//   q, k = RMSNorm per head * q_norm, k_norm        (qwen3, gemma3)
+//   q, k roped at their positions; K/V stored in the cache, then read back as stored
+//   a = Attention(q, K, V)   (scale, window and soft-cap from the layer's AttentionShape)
+//   o = Wo a + bo;  o = RMSNorm(o) * post_norm      (gemma)
+//   x += o
+// Shapes: q (heads * head_dim), k and v (kv_heads * head_dim), x (dim).
 struct AttentionWeights {
   const float* norm = nullptr;       // (dim)
-  kernels::WeightMatrix q, k, v, o;  // (heads*hd, dim), (kv_heads*hd, dim) x2, (dim, heads*hd)
+  kernels::WeightMatrix q, k, v;     // (q_row, dim), (kv_row, dim) x2; unset when fused
+  kernels::WeightMatrix qkv;         // (q_row + 2 kv_row, dim) when fused, else unset
+  const float* q_bias = nullptr;     // (q_row), or null
+  const float* k_bias = nullptr;     // (kv_row), or null
+  const float* v_bias = nullptr;     // (kv_row), or null
+  const float* q_norm = nullptr;     // (head_dim), or null
+  const float* k_norm = nullptr;     // (head_dim), or null
+  kernels::WeightMatrix o;           // (dim, q_row)
+  const float* o_bias = nullptr;     // (dim), or null
+  const float* post_norm = nullptr;  // (dim), or null
 };
-AttentionWeights BindAttention(const gguf::GgufFile& file, int layer);
+// Layer `layer`'s attention tensors as the config says they are (ReadModelConfig checked them).
+AttentionWeights BindAttention(const gguf::GgufFile& file, int layer, const ModelConfig& config);
 
 // Buffers of AttentionBlock, T = max_batch_tokens.
 struct AttentionBuffers {
-  AttentionBuffers(int64_t max_tokens, int64_t q_row, int64_t kv_row);
+  AttentionBuffers(int64_t max_tokens, int64_t q_row, int64_t kv_row, bool fused_qkv = false);
   std::vector<float> q;    // (T, heads * head_dim)
   std::vector<float> k;    // (T, kv_heads * head_dim)
   std::vector<float> v;    // (T, kv_heads * head_dim)
+  std::vector<float> qkv;  // (T, q_row + 2 kv_row) when fused, else empty
   std::vector<float> att;  // (T, heads * head_dim): attention output before Wo
 };
 
 struct AttentionLayer {
   const AttentionWeights* weights = nullptr;
-  const kernels::AttentionShape* shape = nullptr;
-  const kernels::RopeParams* rope = nullptr;
+  const kernels::AttentionShape* shape = nullptr;  // the layer's window and soft-cap
+  const kernels::RopeParams* rope = nullptr;       // the layer's rotary embedding
   float eps = 1e-5f;
   const tensor::PagedKvView* kv = nullptr;  // the layer's group
   int kv_layer = 0;                         // the layer's index in that view
@@ -112,20 +136,31 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
                     AttentionBuffers& buf, kernels::AttentionScratch& attention_scratch,
                     kernels::MatMulScratch& matmul_scratch, ThreadPool& pool);
 
-// The gated (SwiGLU) FFN block: n = RMSNorm(x) * norm; x += Wdown (silu(Wgate n) * (Wup n)).
+// The gated FFN block:
+//   n = RMSNorm(x) * norm
+//   g, u = Wgate n, Wup n                (or one fused Wup n split gate | up: phi3)
+//   f = Wdown (act(g) * u)               (act: SiLU, or GELU-tanh as llama.cpp computes it)
+//   f = RMSNorm(f) * post_norm           (gemma)
+//   x += f
 struct FfnWeights {
   const float* norm = nullptr;           // (dim)
-  kernels::WeightMatrix gate, up, down;  // (ffn, dim) x2, (dim, ffn)
+  kernels::WeightMatrix gate, up, down;  // (ffn, dim) x2, (dim, ffn); fused: up (2 ffn, dim)
+  const float* post_norm = nullptr;      // (dim), or null
+  FfnActivation activation = FfnActivation::kSilu;
+  bool fused_gate_up = false;
 };
+// Layer `layer`'s plain SwiGLU tensors (ffn_norm, ffn_gate, ffn_up, ffn_down).
 FfnWeights BindFfn(const gguf::GgufFile& file, int layer);
+// Layer `layer`'s FFN tensors as the config says they are.
+FfnWeights BindFfn(const gguf::GgufFile& file, int layer, const ModelConfig& config);
 void GatedFfnBlock(const FfnWeights& w, float eps, int64_t num_tokens, Activations& act,
                    kernels::MatMulScratch& scratch, ThreadPool& pool);
 
 // logits = Woutput (RMSNorm(x) * norm) for the last num_logits rows of every sequence, in
-// sequence then position order. logits: (batch.NumLogitRows(), output.rows); untouched when
-// no sequence wants any.
+// sequence then position order, then soft-capped when `softcap` is set (cap * tanh(logit /
+// cap)). logits: (batch.NumLogitRows(), output.rows); untouched when no sequence wants any.
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,
             const kernels::WeightMatrix& output, Activations& act, kernels::MatMulScratch& scratch,
-            ThreadPool& pool, float* logits);
+            ThreadPool& pool, float* logits, std::optional<float> softcap = std::nullopt);
 
 }  // namespace kvserve::model

@@ -9,9 +9,9 @@
 // Contract of Forward (DESIGN.md section 5): for every sequence, write its tokens' KV into the
 // cache through its block tables, read its KV of [0, last position] back as stored, and write
 // the logits of its last num_logits tokens (one for a decode or a prompt's last chunk; 1 + k
-// when k drafted tokens are verified, model/model.h's speculative decoding). A sequence's logits depend only on its own
-// tokens and KV: never on the rest of the batch, on how its prompt was chunked or on the thread
-// count.
+// when k drafted tokens are verified, model/model.h's speculative decoding). A sequence's logits
+// depend only on its own tokens and KV: never on the rest of the batch, on how its prompt was
+// chunked or on the thread count.
 #pragma once
 
 #include <cstdint>

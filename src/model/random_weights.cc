@@ -123,12 +123,33 @@ std::vector<uint8_t> RandomTensorData(std::string_view name, int64_t row_len, in
 
 Status RandomTensorWriter::Matrix(const std::string& name, int64_t fan_in, int64_t rows,
                                   float bound) {
+  if (options_.list_only) {
+    options_.list_only(name, {fan_in, rows});
+    return Status::Ok();
+  }
   const tensor::DType type = options_.TypeOf(name, fan_in, rows);
   return writer_.AddTensor(name, {fan_in, rows}, type,
                            RandomTensorData(name, fan_in, rows, bound, type, options_.seed));
 }
 
+Status RandomTensorWriter::Stacked(const std::string& name, int64_t fan_in, int64_t rows,
+                                   int64_t count, float bound) {
+  const tensor::DType type = options_.TypeOf(name, fan_in, rows);
+  return writer_.AddTensor(
+      name, {fan_in, rows, count}, type,
+      RandomTensorData(name, fan_in, rows * count, bound, type, options_.seed));
+}
+
+Status RandomTensorWriter::Bias(const std::string& name, int64_t n, float bound) {
+  return writer_.AddTensor(name, {n}, tensor::DType::kF32,
+                           RandomTensorData(name, n, 1, bound, tensor::DType::kF32, options_.seed));
+}
+
 Status RandomTensorWriter::Norm(const std::string& name, int64_t n) {
+  if (options_.list_only) {
+    options_.list_only(name, {n});
+    return Status::Ok();
+  }
   SplitMix64 rng(options_.seed ^ NameHash(name));
   std::vector<uint8_t> bytes(static_cast<size_t>(n) * sizeof(float));
   for (int64_t i = 0; i < n; ++i) {
@@ -138,6 +159,12 @@ Status RandomTensorWriter::Norm(const std::string& name, int64_t n) {
     }
     std::memcpy(bytes.data() + i * sizeof(float), &v, sizeof(float));
   }
+  return writer_.AddTensor(name, {n}, tensor::DType::kF32, std::move(bytes));
+}
+
+Status RandomTensorWriter::Vector(const std::string& name, int64_t n, float bound) {
+  std::vector<uint8_t> bytes =
+      RandomTensorData(name, n, 1, bound, tensor::DType::kF32, options_.seed);
   return writer_.AddTensor(name, {n}, tensor::DType::kF32, std::move(bytes));
 }
 

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -27,6 +28,11 @@ struct RandomWeights {
   TensorTypeFn type_of;                             // per-tensor type; overrides matrix_type
   uint64_t seed = 1;
   float norm_spread = 0.0f;  // norm weights are 1 + norm_spread * U[-1, 1)
+  // general.file_type to write instead of LlamaFileType of the matrices' type (mixes).
+  std::optional<uint32_t> file_type;
+  // When set, RandomTensorWriter only reports each tensor here (name, GGUF dims) and adds no
+  // data: a cheap pass that lists a preset's tensors (make-model sizes mixes with it).
+  std::function<void(std::string_view name, const std::vector<int64_t>& dims)> list_only;
 
   tensor::DType TypeOf(std::string_view name, int64_t row_len, int64_t rows) const {
     return type_of ? type_of(name, row_len, rows) : matrix_type;
@@ -42,8 +48,15 @@ class RandomTensorWriter {
   // A (rows, fan_in) matrix (GGUF dims {fan_in, rows}) uniform in [-bound, bound), stored as
   // options.TypeOf(name, fan_in, rows).
   Status Matrix(const std::string& name, int64_t fan_in, int64_t rows, float bound);
+  // `count` stacked (rows, fan_in) matrices (GGUF dims {fan_in, rows, count}: MoE experts,
+  // per-head projections), each matrix's type options.TypeOf(name, fan_in, rows).
+  Status Stacked(const std::string& name, int64_t fan_in, int64_t rows, int64_t count, float bound);
+  // An F32 vector of n values uniform in [-bound, bound) (biases).
+  Status Bias(const std::string& name, int64_t n, float bound);
   // An F32 vector of n values: 1 + norm_spread * U[-1, 1) (norm weights).
   Status Norm(const std::string& name, int64_t n);
+  // An F32 vector of n values uniform in [-bound, bound) (biases).
+  Status Vector(const std::string& name, int64_t n, float bound);
 
  private:
   gguf::GgufWriter& writer_;

@@ -141,7 +141,7 @@ void V41Model::WriteEntries(int layer, const KvViews& kv, ThreadPool& pool) {
         const int32_t pos = first + j;
         tensor::DequantizeRow(
             win.dtype,
-            win.KRow(lk.window_slot, s.window_table[pos / win.block_size], pos % win.block_size),
+            win.KSegment(lk.window_slot, s.window_table[pos / win.block_size], pos % win.block_size, 0),
             cin_.data() + (e * r + j) * d, d);
       }
       entry_pos_[e] = first;

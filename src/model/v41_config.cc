@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <map>
 
+#include "kernels/weight_matrix.h"
 #include "tensor/dtype.h"
 
 namespace kvserve::model {
@@ -47,7 +48,8 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name, std::vec
     return InvalidArgument(fmt::format("tensor {} has shape [{}], want [{}]", name,
                                        fmt::join(t->dims, ", "), fmt::join(dims, ", ")));
   }
-  if (!t->dtype) return InvalidArgument(fmt::format("tensor {}: unsupported type", name));
+  if (dims.size() == 2) return kernels::MatrixFromTensor(*t).status();
+  if (t->dtype != tensor::DType::kF32) return InvalidArgument(fmt::format("tensor {} must be f32", name));
   return Status::Ok();
 }
 

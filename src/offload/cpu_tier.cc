@@ -1,6 +1,7 @@
 #include "offload/cpu_tier.h"
 
 #include <chrono>
+#include <cstring>
 #include <vector>
 
 namespace kvserve::offload {
@@ -73,6 +74,13 @@ Result<std::optional<Bytes>> CpuTier::Get(const BlockKey& key) {
   SharedBytes bytes = GetShared(key);
   if (!bytes) return std::optional<Bytes>();
   return std::optional<Bytes>(*bytes);
+}
+
+Result<bool> CpuTier::GetInto(const BlockKey& key, std::span<std::byte> payload) {
+  SharedBytes bytes = GetShared(key);
+  if (!bytes || bytes->size() != payload.size()) return false;
+  std::memcpy(payload.data(), bytes->data(), payload.size());
+  return true;
 }
 
 bool CpuTier::Contains(const BlockKey& key) {

@@ -28,6 +28,8 @@ class CpuTier final : public Tier {
   TierKind kind() const override { return TierKind::kCpu; }
   Status Put(const BlockKey& key, std::span<const std::byte> bytes) override;
   Result<std::optional<Bytes>> Get(const BlockKey& key) override;
+  // Copies the stored payload into `payload` outside the lock (the payload is immutable).
+  Result<bool> GetInto(const BlockKey& key, std::span<std::byte> payload) override;
   bool Contains(const BlockKey& key) override;
 
   // Put without a copy. Always ok.

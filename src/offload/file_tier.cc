@@ -191,7 +191,7 @@ void FileTier::DropCorrupt(const BlockKey& key, const std::string& path, const S
   IndexRemove(key);
 }
 
-Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
+Result<bool> FileTier::GetInto(const BlockKey& key, std::span<std::byte> payload) {
   const auto start = std::chrono::steady_clock::now();
   counters_.lookups.fetch_add(1, std::memory_order_relaxed);
   const std::string path = PathFor(key);
@@ -199,7 +199,7 @@ Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
   if (fd < 0) {
     if (errno == ENOENT) {
       IndexRemove(key);
-      return std::optional<Bytes>();
+      return false;
     }
     counters_.errors.fetch_add(1, std::memory_order_relaxed);
     return IoError(fmt::format("open {}: {}", path, std::strerror(errno)));
@@ -208,9 +208,9 @@ Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
   const size_t header_bytes = kRecordFixedHeaderBytes + identity_.fingerprint.size() +
                               spec.size() + 8;
   const size_t payload_bytes = static_cast<size_t>(identity_.group_block_bytes.at(key.group));
+  CHECK_EQ(payload.size(), payload_bytes);
   struct stat st;
   Bytes header(header_bytes);
-  Bytes payload(payload_bytes);
   Status status;
   if (::fstat(fd, &st) != 0) {
     status = IoError(fmt::format("fstat {}: {}", path, std::strerror(errno)));
@@ -226,7 +226,7 @@ Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
   ::close(fd);
   if (status.code() == StatusCode::kCorrupt) {
     DropCorrupt(key, path, status);
-    return std::optional<Bytes>();
+    return false;
   }
   if (!status.ok()) {
     counters_.errors.fetch_add(1, std::memory_order_relaxed);
@@ -237,6 +237,13 @@ Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
   counters_.bytes_loaded.fetch_add(static_cast<int64_t>(payload.size()),
                                    std::memory_order_relaxed);
   counters_.load_latency.Observe(SecondsSince(start));
+  return true;
+}
+
+Result<std::optional<Bytes>> FileTier::Get(const BlockKey& key) {
+  Bytes payload(static_cast<size_t>(identity_.group_block_bytes.at(key.group)));
+  KV_ASSIGN_OR_RETURN(bool hit, GetInto(key, payload));
+  if (!hit) return std::optional<Bytes>();
   return std::optional<Bytes>(std::move(payload));
 }
 

@@ -39,6 +39,8 @@ class FileTier final : public Tier {
   TierKind kind() const override { return TierKind::kFile; }
   Status Put(const BlockKey& key, std::span<const std::byte> bytes) override;
   Result<std::optional<Bytes>> Get(const BlockKey& key) override;
+  // Reads the payload straight into `payload` (no intermediate buffer) and checks it there.
+  Result<bool> GetInto(const BlockKey& key, std::span<std::byte> payload) override;
   bool Contains(const BlockKey& key) override;
 
   const std::string& dir() const { return dir_; }  // <root_dir>/<digest>

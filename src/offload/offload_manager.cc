@@ -2,16 +2,64 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <condition_variable>
+#include <mutex>
+
 #include "core/log.h"
 
 namespace kvserve::offload {
 
-struct OffloadManager::LoadState {
-  LoadResult result;
-  std::vector<std::optional<TierKind>> found_in;  // per key
-  std::atomic<size_t> remaining{0};
+// One load shared by its read tasks and its PendingLoad. A target's destination is written
+// only between BeginWrite (false once cancelled) and EndWrite; Cancel forbids new writes and
+// waits for those in flight, so no writer can starve it.
+struct LoadState {
+  std::vector<LoadTarget> targets;
+  std::vector<std::optional<TierKind>> found_in;  // per target
+  std::atomic<size_t> remaining{0};                // targets not yet tried
   std::promise<LoadResult> promise;
+  std::mutex mu;
+  std::condition_variable writes_done;
+  int writes_in_flight = 0;  // under mu
+  bool cancelled = false;    // under mu
+
+  bool BeginWrite() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (cancelled) return false;
+    ++writes_in_flight;
+    return true;
+  }
+  void EndWrite() {
+    std::lock_guard<std::mutex> lock(mu);
+    if (--writes_in_flight == 0 && cancelled) writes_done.notify_all();
+  }
+  void Cancel() {
+    std::unique_lock<std::mutex> lock(mu);
+    cancelled = true;
+    writes_done.wait(lock, [this] { return writes_in_flight == 0; });
+  }
 };
+
+PendingLoad& PendingLoad::operator=(PendingLoad&& other) noexcept {
+  if (this != &other) {
+    if (state_) Cancel();
+    state_ = std::move(other.state_);
+    result_ = std::move(other.result_);
+  }
+  return *this;
+}
+
+PendingLoad::~PendingLoad() {
+  if (state_) Cancel();
+}
+
+bool PendingLoad::WaitFor(std::chrono::milliseconds wait) const {
+  return result_.wait_for(wait) == std::future_status::ready;
+}
+
+LoadResult PendingLoad::Get() { return result_.get(); }
+
+void PendingLoad::Cancel() { state_->Cancel(); }
 
 OffloadManager::OffloadManager(OffloadConfig config, RecordIdentity identity,
                                OffloadManagerOptions options)
@@ -91,56 +139,70 @@ size_t OffloadManager::CountAvailable(std::span<const BlockKey> keys) {
   return n;
 }
 
-std::future<LoadResult> OffloadManager::LoadAsync(std::vector<BlockKey> keys) {
+PendingLoad OffloadManager::LoadAsync(std::vector<LoadTarget> targets) {
   load_requests_.fetch_add(1);
-  auto state = std::make_shared<LoadState>();
-  std::future<LoadResult> future = state->promise.get_future();
-  const size_t n = keys.size();
-  state->result.keys = std::move(keys);
-  state->result.payloads.resize(n);
-  state->found_in.resize(n);
+  PendingLoad pending;
+  pending.state_ = std::make_shared<LoadState>();
+  pending.result_ = pending.state_->promise.get_future();
+  LoadState& state = *pending.state_;
+  const size_t n = targets.size();
+  for (const LoadTarget& t : targets) {
+    CHECK(t.key.group >= 0 &&
+          static_cast<size_t>(t.key.group) < identity_.group_block_bytes.size());
+    CHECK_EQ(static_cast<int64_t>(t.dest.size()), identity_.group_block_bytes[t.key.group]);
+  }
+  state.targets = std::move(targets);
+  state.found_in.resize(n);
   if (n == 0) {
-    Finish(state.get());
-    return future;
+    Finish(&state);
+    return pending;
   }
-  state->remaining.store(n);
-  for (size_t i = 0; i < n; ++i) {
-    readers_->Submit([this, state, i] { LoadOne(state, i); });
+  // A few consecutive targets per task: every read thread gets work, and a task costs one
+  // queue round trip per batch rather than per block.
+  const size_t tasks = std::min(n, static_cast<size_t>(4 * config_.num_read_threads()));
+  state.remaining.store(n);
+  for (size_t t = 0; t < tasks; ++t) {
+    const size_t begin = n * t / tasks, end = n * (t + 1) / tasks;
+    readers_->Submit([this, s = pending.state_, begin, end] { LoadRange(s, begin, end); });
   }
-  return future;
+  return pending;
 }
 
-void OffloadManager::LoadOne(const std::shared_ptr<LoadState>& state, size_t index) {
-  const BlockKey& key = state->result.keys[index];
-  const size_t expected = static_cast<size_t>(identity_.group_block_bytes.at(key.group));
-  SharedBytes bytes = cpu_->GetShared(key);
-  std::optional<TierKind> tier;
-  if (bytes) tier = TierKind::kCpu;
-  for (Tier* lower : {static_cast<Tier*>(file_.get()), static_cast<Tier*>(redis_.get())}) {
-    if (bytes || lower == nullptr) continue;
-    Result<std::optional<Bytes>> got = lower->Get(key);  // errors are counted by the tier
-    if (got.ok() && got->has_value() && (*got)->size() == expected) {
-      bytes = std::make_shared<const Bytes>(std::move(**got));
-      tier = lower->kind();
-      if (config_.cpu_bytes_to_use > 0) cpu_->PutShared(key, bytes);  // promote
+void OffloadManager::LoadRange(const std::shared_ptr<LoadState>& state, size_t begin,
+                               size_t end) {
+  for (size_t i = begin; i < end; ++i) {
+    if (state->BeginWrite()) {
+      state->found_in[i] = LoadOne(state->targets[i]);
+      state->EndWrite();
     }
+    if (state->remaining.fetch_sub(1) == 1) Finish(state.get());
   }
-  if (bytes && bytes->size() != expected) bytes = nullptr;
-  state->result.payloads[index] = std::move(bytes);
-  state->found_in[index] = state->result.payloads[index] ? tier : std::nullopt;
-  if (state->remaining.fetch_sub(1) == 1) Finish(state.get());
+}
+
+std::optional<TierKind> OffloadManager::LoadOne(const LoadTarget& target) {
+  Result<bool> hit = cpu_->GetInto(target.key, target.dest);
+  if (hit.ok() && *hit) return TierKind::kCpu;
+  for (Tier* lower : {static_cast<Tier*>(file_.get()), static_cast<Tier*>(redis_.get())}) {
+    if (lower == nullptr) continue;
+    hit = lower->GetInto(target.key, target.dest);  // errors are counted by the tier
+    if (!hit.ok() || !*hit) continue;
+    if (config_.cpu_bytes_to_use > 0) {  // promote
+      cpu_->PutShared(target.key,
+                      std::make_shared<const Bytes>(target.dest.begin(), target.dest.end()));
+    }
+    return lower->kind();
+  }
+  return std::nullopt;
 }
 
 void OffloadManager::Finish(LoadState* state) {
-  LoadResult& r = state->result;
-  r.num_loaded = 0;
-  while (r.num_loaded < r.payloads.size() && r.payloads[r.num_loaded]) {
+  LoadResult r;
+  while (r.num_loaded < state->found_in.size() && state->found_in[r.num_loaded]) {
     ++r.blocks_per_tier[static_cast<int>(*state->found_in[r.num_loaded])];
     r.tiers.push_back(*state->found_in[r.num_loaded]);
     ++r.num_loaded;
   }
-  for (size_t i = r.num_loaded; i < r.payloads.size(); ++i) r.payloads[i] = nullptr;
-  state->promise.set_value(std::move(r));
+  state->promise.set_value(r);
 }
 
 void OffloadManager::Flush() { writers_->WaitIdle(); }

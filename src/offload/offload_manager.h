@@ -16,7 +16,8 @@
 //      max_pending_write_bytes are queued; a dropped or failed write only costs a later
 //      recompute.
 // Read policy: CountAvailable and LoadAsync look in CPU, then files, then Redis; LoadAsync
-// fetches each key on a read thread and promotes blocks found below the CPU tier into it.
+// copies each block straight into the caller's memory (the device block) on the read threads
+// and promotes blocks found below the CPU tier into it.
 // No tier ever serves bytes that failed their checks (offload/record.h).
 //
 // Owns: the tiers, the read and write pools. Thread safety: every method is thread-safe;
@@ -26,6 +27,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <future>
 #include <memory>
 #include <optional>
@@ -42,14 +44,45 @@
 
 namespace kvserve::offload {
 
-// The outcome of one LoadAsync: payloads[i] for i < num_loaded, the leading run that every
-// tier together could serve (null beyond it).
+// One block of a load: its key and the caller's memory for its bytes (exactly the group's
+// block bytes: the device block the request reserved for it).
+struct LoadTarget {
+  BlockKey key;
+  std::span<std::byte> dest;
+};
+
+// The outcome of one load: targets[i].dest holds key i's checked bytes for i < num_loaded, the
+// leading run that every tier together could serve; the destinations after it hold
+// unspecified bytes (a partial read, a block that failed its checks).
 struct LoadResult {
-  std::vector<BlockKey> keys;
-  std::vector<SharedBytes> payloads;
   size_t num_loaded = 0;
   std::array<int64_t, 3> blocks_per_tier{};  // indexed by TierKind, within the leading run
   std::vector<TierKind> tiers;               // [i < num_loaded]: where keys[i] came from
+};
+
+struct LoadState;  // offload_manager.cc
+
+// A load in flight (OffloadManager::LoadAsync). The read threads write its destinations until
+// it finishes or is cancelled. Move-only; destroying an unfinished load cancels it.
+class PendingLoad {
+ public:
+  PendingLoad() = default;
+  PendingLoad(PendingLoad&&) noexcept = default;
+  PendingLoad& operator=(PendingLoad&&) noexcept;
+  ~PendingLoad();
+
+  // Waits up to `wait` for the load to finish; true when it has (Get will not block).
+  bool WaitFor(std::chrono::milliseconds wait) const;
+  // The outcome; blocks until the load finished. Call once.
+  LoadResult Get();
+  // Stops the load: when Cancel returns, nothing more is written into any destination
+  // (copies and reads in flight are waited for; they take at most one block's I/O).
+  void Cancel();
+
+ private:
+  friend class OffloadManager;
+  std::shared_ptr<LoadState> state_;
+  std::future<LoadResult> result_;
 };
 
 struct OffloadManagerOptions {
@@ -76,8 +109,11 @@ class OffloadManager {
   void Store(const BlockKey& key, std::span<const std::byte> bytes);
   // How many leading keys some tier holds (a later load may still come up shorter).
   size_t CountAvailable(std::span<const BlockKey> keys);
-  // Loads `keys` on the read threads; the future is ready when every key has been tried.
-  std::future<LoadResult> LoadAsync(std::vector<BlockKey> keys);
+  // Loads every target's block into its destination on the read threads, in batches of
+  // consecutive targets (CPU tier: a copy from its payload; file tier: read in place and
+  // checked there; Redis: a copy of the reply); blocks found below the CPU tier are promoted
+  // into it. Nothing runs on the caller's thread. note: each dest has the group's block size.
+  PendingLoad LoadAsync(std::vector<LoadTarget> targets);
   // Blocks until every queued write has been attempted.
   void Flush();
 
@@ -93,13 +129,14 @@ class OffloadManager {
   RedisTier* redis_tier() { return redis_.get(); }
 
  private:
-  struct LoadState;
   OffloadManager(OffloadConfig config, RecordIdentity identity, OffloadManagerOptions options);
   void CheckBlock(const BlockKey& key, std::span<const std::byte> bytes) const;
   // Queues a write of `bytes` to the file tier and/or Redis; false when dropped.
   bool QueueWrite(const BlockKey& key, SharedBytes bytes, bool to_file, bool to_redis);
-  // One key of a load, on a read thread.
-  void LoadOne(const std::shared_ptr<LoadState>& state, size_t index);
+  // Targets [begin, end) of a load, on a read thread.
+  void LoadRange(const std::shared_ptr<LoadState>& state, size_t begin, size_t end);
+  // The tier that served target `index` (its bytes are in its destination), or nullopt.
+  std::optional<TierKind> LoadOne(const LoadTarget& target);
   static void Finish(LoadState* state);
 
   const OffloadConfig config_;

@@ -37,7 +37,8 @@
 
 namespace kvserve::offload {
 
-inline constexpr uint32_t kRecordVersion = 1;
+// 2: the payload is a head-major block (tensor/kv_view.h); 1 was token-major.
+inline constexpr uint32_t kRecordVersion = 2;
 inline constexpr size_t kRecordFixedHeaderBytes = 72;
 // Headers larger than this are rejected (they would mean a corrupt length field).
 inline constexpr size_t kMaxRecordHeaderBytes = 64 * 1024;

@@ -55,6 +55,10 @@ class Tier {
   // The bytes under `key`, nullopt on a miss (including a record that failed its checks,
   // which is deleted). A non-ok Status only for a medium failure (also counted).
   virtual Result<std::optional<Bytes>> Get(const BlockKey& key) = 0;
+  // Get into the caller's buffer of exactly the block's size: true on a hit (the checked
+  // bytes are in `payload`), false on a miss (`payload` then holds unspecified bytes). The
+  // default copies Get's bytes; tiers that can read in place override it.
+  virtual Result<bool> GetInto(const BlockKey& key, std::span<std::byte> payload);
   // Whether Get would probably hit (a later Get may still miss: eviction, corruption).
   virtual bool Contains(const BlockKey& key) = 0;
 

@@ -1,7 +1,6 @@
 #include "offload/tiered_connector.h"
 
 #include <algorithm>
-#include <cstring>
 
 #include "core/check.h"
 
@@ -28,7 +27,7 @@ TieredKvConnector::~TieredKvConnector() {
   kv_->SetComputedBlockCallback(nullptr);
 }
 
-std::span<const std::byte> TieredKvConnector::BlockBytes(int group, kv::BlockId block) const {
+std::span<std::byte> TieredKvConnector::BlockBytes(int group, kv::BlockId block) const {
   const kv::KvArena& arena = kv_->arena(group);
   return {arena.BlockData(block), static_cast<size_t>(arena.block_bytes())};
 }
@@ -55,32 +54,20 @@ void TieredKvConnector::Remember(const BlockKey& key, bool present,
 }
 
 void TieredKvConnector::StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) {
-  std::vector<BlockKey> keys;
-  keys.reserve(loads.size());
-  for (const kv::BlockLoad& l : loads) keys.push_back(BlockKey{l.hash, l.group});
-  pending_.push_back({id, std::move(loads), manager_->LoadAsync(std::move(keys))});
-}
-
-size_t TieredKvConnector::CopyIn(const Pending& pending, const LoadResult& result) {
-  CHECK_EQ(result.payloads.size(), pending.loads.size());
-  for (size_t i = 0; i < result.num_loaded; ++i) {
-    const kv::BlockLoad& l = pending.loads[i];
-    const kv::KvArena& arena = kv_->arena(l.group);
-    const Bytes& bytes = *result.payloads[i];
-    CHECK_EQ(static_cast<int64_t>(bytes.size()), arena.block_bytes());
-    std::memcpy(arena.BlockData(l.block), bytes.data(), bytes.size());
+  std::vector<LoadTarget> targets;
+  targets.reserve(loads.size());
+  for (const kv::BlockLoad& l : loads) {
+    targets.push_back({BlockKey{l.hash, l.group}, BlockBytes(l.group, l.block)});
   }
-  return result.num_loaded;
+  pending_.push_back({id, std::move(loads), manager_->LoadAsync(std::move(targets))});
 }
 
 std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::milliseconds wait) {
   std::vector<kv::FinishedLoad> done;
   if (pending_.empty()) return done;
-  auto ready = [](Pending& p) {
-    return p.result.wait_for(std::chrono::seconds(0)) == std::future_status::ready;
-  };
+  auto ready = [](const Pending& p) { return p.load.WaitFor(std::chrono::milliseconds(0)); };
   if (wait.count() > 0 && std::none_of(pending_.begin(), pending_.end(), ready)) {
-    pending_.front().result.wait_for(wait);
+    pending_.front().load.WaitFor(wait);
   }
   std::vector<Pending> still;
   for (Pending& p : pending_) {
@@ -88,8 +75,9 @@ std::vector<kv::FinishedLoad> TieredKvConnector::PollLoads(std::chrono::millisec
       still.push_back(std::move(p));
       continue;
     }
-    const LoadResult result = p.result.get();
-    done.push_back({p.id, CopyIn(p, result), TokensPerTier(p, result)});
+    const LoadResult result = p.load.Get();
+    CHECK_LE(result.num_loaded, p.loads.size());
+    done.push_back({p.id, result.num_loaded, TokensPerTier(p, result)});
   }
   pending_ = std::move(still);
   return done;
@@ -113,7 +101,7 @@ std::vector<int64_t> TieredKvConnector::TokensPerTier(const Pending& pending,
 }
 
 void TieredKvConnector::CancelLoad(kv::RequestId id) {
-  // The read threads hold their own state; dropping the future discards the bytes.
+  // PendingLoad's destructor cancels: no read thread writes the request's blocks afterwards.
   std::erase_if(pending_, [id](const Pending& p) { return p.id == id; });
 }
 

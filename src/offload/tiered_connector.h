@@ -4,10 +4,11 @@
 //          through to the file tier and Redis (OffloadManager::WriteThrough), and every
 //          cached block that leaves the device pool goes to the CPU tier (StoreToCpu); see
 //          offload_manager.h for the write policy and its guarantee.
-//   load:  StartLoad queues the request's tier-only blocks on the read threads; PollLoads,
-//          on the scheduler thread, copies each finished load's payloads into the device
-//          blocks the scheduler reserved for them. Nothing writes a device block elsewhere,
-//          so an aborted request's blocks are never touched after CancelLoad.
+//   load:  StartLoad hands the request's tier-only blocks, with the device blocks the
+//          scheduler reserved for them, to the read threads, which copy each block's bytes
+//          straight into its device block (OffloadManager::LoadAsync); PollLoads, on the
+//          scheduler thread, only reports finished loads. CancelLoad returns once no read
+//          thread can write the aborted request's blocks any more.
 //
 // Owns: the OffloadManager and the loads in flight. Holds: the KV manager (not owned; it
 // outlives this object). Thread safety: scheduler thread only (Stats-like reads of the
@@ -51,11 +52,9 @@ class TieredKvConnector final : public kv::KvConnector {
   struct Pending {
     kv::RequestId id = 0;
     std::vector<kv::BlockLoad> loads;
-    std::future<LoadResult> result;
+    PendingLoad load;
   };
-  std::span<const std::byte> BlockBytes(int group, kv::BlockId block) const;
-  // Copies the leading run of `result` into the device blocks; returns its length.
-  size_t CopyIn(const Pending& pending, const LoadResult& result);
+  std::span<std::byte> BlockBytes(int group, kv::BlockId block) const;
   // FinishedLoad::tokens_per_tier of a load (indexed by TierKind).
   std::vector<int64_t> TokensPerTier(const Pending& pending, const LoadResult& result) const;
 

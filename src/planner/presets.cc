@@ -7,40 +7,18 @@
 #include <sstream>
 
 #include "core/units.h"
+#include "planner/json_fields.h"
 
 namespace kvserve::planner {
 namespace {
 
-using Json = nlohmann::json;
-
-// nlohmann's parser in its non-throwing form; comments allowed (the presets are JSONC).
-Result<Json> ParseJsonc(std::string_view text, std::string_view what) {
-  Json j = Json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false,
-                       /*ignore_comments=*/true);
-  if (j.is_discarded()) return InvalidArgument(fmt::format("{}: not valid JSON", what));
-  return j;
-}
-
+// planner/json_fields.h reads in this file's required / optional form.
 Result<std::string> GetString(const Json& obj, const char* key, bool required = true) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (!required) return std::string();
-    return InvalidArgument(fmt::format("missing field '{}'", key));
-  }
-  if (!it->is_string()) return InvalidArgument(fmt::format("field '{}' must be a string", key));
-  return it->get<std::string>();
+  return StringField(obj, key, required ? std::nullopt : std::optional<std::string>(""));
 }
 
 Result<int64_t> GetInt(const Json& obj, const char* key, std::optional<int64_t> fallback = {}) {
-  auto it = obj.find(key);
-  if (it == obj.end()) {
-    if (fallback) return *fallback;
-    return InvalidArgument(fmt::format("missing field '{}'", key));
-  }
-  if (!it->is_number_integer()) {
-    return InvalidArgument(fmt::format("field '{}' must be an integer", key));
-  }
-  return it->get<int64_t>();
+  return IntField(obj, key, fallback);
 }
 
 bool GetBool(const Json& obj, const char* key) {
@@ -176,7 +154,7 @@ std::string JoinNames(const std::vector<std::string>& names) {
 }  // namespace
 
 Result<ModelDesc> ParseModelPreset(std::string_view text) {
-  KV_ASSIGN_OR_RETURN(Json j, ParseJsonc(text, "model preset"));
+  KV_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "model preset"));
   ModelDesc model;
   Status s = ParseModelFields(j, model);
   if (!s.ok()) return s.WithContext("model preset '" + model.name + "'");
@@ -217,7 +195,7 @@ Result<uint64_t> ReadMemTotalBytes() {
 }
 
 Result<std::vector<DeviceDesc>> ParseDevicePresets(std::string_view text) {
-  KV_ASSIGN_OR_RETURN(Json j, ParseJsonc(text, "device presets"));
+  KV_ASSIGN_OR_RETURN(Json j, ParseJsonText(text, "device presets"));
   if (!j.is_array()) return InvalidArgument("device presets: expected an array");
   std::vector<DeviceDesc> devices;
   for (const Json& d : j) {

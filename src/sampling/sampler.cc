@@ -54,16 +54,24 @@ void RadixSortKeys(std::vector<uint64_t>& keys, std::vector<uint64_t>& buffer, D
 }
 
 // Index of the largest logit, ties to the lowest id; NaN never wins; 0 when all are -inf/NaN.
+// Two passes the compiler vectorizes: the largest value (16 independent lanes; a NaN never
+// passes `>`), then the first index holding it (-0 and +0 are equal, as for `>`).
 int32_t Argmax(std::span<const float> logits) {
-  int32_t best = 0;
-  float best_logit = kNegInf;
-  for (size_t i = 0; i < logits.size(); ++i) {
-    if (logits[i] > best_logit) {
-      best_logit = logits[i];
-      best = static_cast<int32_t>(i);
-    }
+  float lanes[16];
+  std::fill(lanes, lanes + 16, kNegInf);
+  const size_t n = logits.size();
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    for (int l = 0; l < 16; ++l) lanes[l] = logits[i + l] > lanes[l] ? logits[i + l] : lanes[l];
   }
-  return best;
+  float best = kNegInf;
+  for (float l : lanes) best = l > best ? l : best;
+  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
+  if (best == kNegInf) return 0;
+  for (size_t j = 0; j < n; ++j) {
+    if (logits[j] == best) return static_cast<int32_t>(j);
+  }
+  return 0;
 }
 
 }  // namespace
@@ -79,6 +87,7 @@ Sampler::Sampler(int32_t vocab_size)
   candidates_.reserve(vocab_size);
   sort_keys_.reserve(vocab_size);
   sort_buffer_.reserve(vocab_size);
+  cumulative_.resize(vocab_size);
 }
 
 void Sampler::ApplyPenalties(std::span<float> logits, const SamplingParams& params,
@@ -182,12 +191,13 @@ void Sampler::Normalise(size_t count) {
     c.prob = std::exp(static_cast<double>(c.logit) - max_logit);
     sum += c.prob;
   }
-  // The draw's total (the probs summed in order) rides along: two independent chains in one
-  // pass instead of a second latency-bound pass in Sample.
+  // The running total of the probs in order rides along: two independent chains in one pass.
+  // cumulative_[i] is what the draw's scan would add up to after candidate i.
   double total = 0.0;
-  for (Candidate& c : candidates_) {
-    c.prob /= sum;
-    total += c.prob;
+  for (size_t i = 0; i < candidates_.size(); ++i) {
+    candidates_[i].prob /= sum;
+    total += candidates_[i].prob;
+    cumulative_[i] = total;
   }
   prob_total_ = total;
 }
@@ -196,15 +206,25 @@ std::span<const Candidate> Sampler::Distribution(std::span<const float> logits,
                                                  const SamplingParams& params,
                                                  const TokenHistory& history) {
   CHECK_EQ(static_cast<int64_t>(logits.size()), vocab_size_);
-  std::copy(logits.begin(), logits.end(), logits_.begin());
-  if (params.HasPenalties()) ApplyPenalties(logits_, params, history);
-  if (params.IsGreedy()) {
-    const int32_t t = Argmax(logits_);
-    candidates_.clear();
-    candidates_.push_back({t, logits_[t], 1.0});
-    return candidates_;
+  candidates_.clear();
+  if (!params.HasPenalties()) {  // no working copy to penalise: read the logits directly
+    if (params.IsGreedy()) {
+      const int32_t t = Argmax(logits);
+      candidates_.push_back({t, logits[t], 1.0});
+      return candidates_;
+    }
+    const float temperature = params.temperature;
+    for (int32_t i = 0; i < vocab_size_; ++i) logits_[i] = logits[i] / temperature;
+  } else {
+    std::copy(logits.begin(), logits.end(), logits_.begin());
+    ApplyPenalties(logits_, params, history);
+    if (params.IsGreedy()) {
+      const int32_t t = Argmax(logits_);
+      candidates_.push_back({t, logits_[t], 1.0});
+      return candidates_;
+    }
+    for (float& l : logits_) l /= params.temperature;
   }
-  for (float& l : logits_) l /= params.temperature;
   FilterAndSort(params);
   return candidates_;
 }
@@ -217,16 +237,12 @@ SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams
   if (dist.size() > 1) {
     // Inverse CDF over the fixed candidate order: the first token whose cumulative prob
     // exceeds u * total. Example: probs 0.5 0.3 0.2, u = 0.6 -> cumulative 0.5, 0.8 -> 2nd.
-    // prob_total_: the probs summed in candidate order, by the last Normalise.
+    // prob_total_ and cumulative_: the probs summed in candidate order by the last Normalise,
+    // so a binary search finds the token a scan would.
     const double target = UniformDouble(seed, history.NumTokens()) * prob_total_;
-    double cumulative = 0.0;
-    for (const Candidate& c : dist) {
-      cumulative += c.prob;
-      if (target < cumulative) {
-        result.token = c.token;
-        break;
-      }
-    }
+    const auto end = cumulative_.begin() + static_cast<int64_t>(dist.size());
+    const auto it = std::upper_bound(cumulative_.begin(), end, target);
+    if (it != end) result.token = dist[it - cumulative_.begin()].token;
   }
   // Logprobs cost a pass of exp over the vocabulary: only when asked for (vLLM: logprobs None
   // computes none).

@@ -89,6 +89,7 @@ class Sampler {
   std::vector<int32_t> order_;         // (vocab_size) token ids, for the top-logprob selection
   std::vector<uint64_t> sort_keys_;    // (<= vocab_size) the survivors' (key, token) sort words
   std::vector<uint64_t> sort_buffer_;  // and its second buffer
+  std::vector<double> cumulative_;     // (vocab_size) running sums of candidates_' probs
   double prob_total_ = 0.0;            // sum of candidates_' probs in order (Normalise)
 };
 

@@ -81,11 +81,18 @@ SchedulerOutput Scheduler::Schedule() {
 }
 
 void Scheduler::ScheduleRunning(bool decodes, StepState& step, SchedulerOutput& out) {
-  // Preemption edits running_, so walk a copy and skip ids that left it.
+  // Preemption edits running_, so walk a copy and skip ids that left it this step: only
+  // Preempt (out.preempted) and FinishWithError (out.finished) remove a running request here,
+  // and both lists are almost always empty (a std::find in running_ per id was quadratic).
+  auto left = [&out](RequestId id) {
+    return std::find(out.preempted.begin(), out.preempted.end(), id) != out.preempted.end() ||
+           std::any_of(out.finished.begin(), out.finished.end(),
+                       [id](const FinishedRequest& f) { return f.id == id; });
+  };
   const std::vector<RequestId> order = running_;
   for (RequestId id : order) {
     if (step.budget == 0) return;
-    if (std::find(running_.begin(), running_.end(), id) == running_.end()) continue;
+    if (left(id)) continue;
     Request& r = *requests_.at(id);
     if (r.IsDecoding() != decodes) continue;
     ScheduleOneRunning(r, step, out);
@@ -99,8 +106,15 @@ bool Scheduler::ScheduleOneRunning(Request& r, StepState& step, SchedulerOutput&
   CHECK_GT(n, 0) << "running request " << r.id << " has nothing to compute";
   while (!kv_->AllocateSlots(r.id, r.num_computed_tokens, n)) {
     if (running_.size() == 1) {
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens so far)", r.id, r.NumTokens()),
+      // The last running request. Blocks that requests off the running list hold (tier loads
+      // in flight, or back from one and waiting) are not a reason to fail it: release the
+      // waiting ones' (their loaded blocks stay in the prefix cache), or wait for the loads.
+      if (ReleaseParkedBlocks()) continue;
+      if (!loading_.empty()) return false;
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens so far)",
+                                  r.id, r.NumTokens()),
                       out);
       return false;
     }
@@ -161,26 +175,32 @@ void Scheduler::ScheduleWaiting(StepState& step, SchedulerOutput& out) {
         continue;
       }
       if (!running_.empty()) return;  // wait for running requests to free blocks
-      kv_->Free(r.id);  // its loaded blocks stay in the prefix cache: admit it afresh
+      kv_->Free(r.id);                // its loaded blocks stay in the prefix cache: admit it afresh
       r.num_computed_tokens = 0;
       continue;
     }
-    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(
-        r.tokens, r.cache_salt, r.use_lower_tiers ? connector_ : nullptr);
+    kv::PrefixHit hit = kv_->FindLongestCachedPrefix(r.tokens, r.cache_salt,
+                                                     r.use_lower_tiers ? connector_ : nullptr);
     if (hit.num_load_blocks > 0) {
       if (StartLoad(r, std::move(hit))) continue;
-      if (!running_.empty()) return;
+      if (!running_.empty()) return;        // wait for running requests to free blocks
+      if (ReleaseParkedBlocks()) continue;  // parked requests' blocks are free now: again
+      if (!loading_.empty()) return;        // wait for the loads in flight
       r.use_lower_tiers = false;  // the hit alone does not fit: try without the tiers
       continue;
     }
     const int64_t num_cached = hit.num_cached_tokens;
     const int64_t n = std::min(r.NumTokens() - num_cached, step.budget);
     if (!kv_->AllocateNew(r.id, std::move(hit), n)) {
-      if (!running_.empty()) return;  // wait for running requests to free blocks
+      if (!running_.empty()) return;        // wait for running requests to free blocks
+      if (ReleaseParkedBlocks()) continue;  // parked requests' blocks are free now: again
+      if (!loading_.empty()) return;        // wait for the loads in flight
       waiting_.pop_front();
       running_.push_back(r.id);  // FinishWithError removes it from running_
-      FinishWithError(r, fmt::format("request {} needs more KV cache blocks than the whole "
-                                     "cache holds ({} tokens)", r.id, r.NumTokens()),
+      FinishWithError(r,
+                      fmt::format("request {} needs more KV cache blocks than the whole "
+                                  "cache holds ({} tokens)",
+                                  r.id, r.NumTokens()),
                       out);
       continue;
     }
@@ -227,15 +247,18 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     if (loading_.erase(done.id) == 0) continue;  // aborted meanwhile
     Request& r = *requests_.at(done.id);
     const std::span<const kv::BlockLoad> loads(r.pending_loads);
-    kv_->CommitLoadedBlocks(r.id, loads.first(std::min(done.num_loaded, loads.size())));
+    const std::span<const kv::BlockLoad> loaded = loads.first(std::min(done.num_loaded, loads.size()));
+    kv_->CommitLoadedBlocks(r.id, loaded);
+    std::vector<int64_t> per_group(kv_->num_groups(), 0);
+    for (const kv::BlockLoad& l : loaded) ++per_group[l.group];
+    const int64_t loaded_tokens =
+        *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
     if (done.num_loaded == loads.size()) {
       r.num_computed_tokens = r.num_cached_tokens;
-      std::vector<int64_t> per_group(kv_->num_groups(), 0);
-      for (const kv::BlockLoad& l : loads) ++per_group[l.group];
-      r.num_loaded_tokens =
-          *std::max_element(per_group.begin(), per_group.end()) * kv_->config().block_size;
+      r.num_loaded_tokens = loaded_tokens;  // counted when the request is scheduled
       r.loaded_tokens_per_tier = done.tokens_per_tier;
     } else {  // what arrived is cached now; recompute the rest without the tiers
+      prefix_loaded_tokens_ += loaded_tokens;  // loaded all the same (the metric counts it)
       kv_->Free(r.id);
       r.num_computed_tokens = 0;
       r.num_cached_tokens = 0;
@@ -244,6 +267,17 @@ void Scheduler::FinishLoads(std::chrono::milliseconds wait) {
     r.pending_loads.clear();
     waiting_.push_front(r.id);
   }
+}
+
+bool Scheduler::ReleaseParkedBlocks() {
+  bool released = false;
+  for (RequestId id : waiting_) {
+    if (!kv_->HasRequest(id)) continue;
+    kv_->Free(id);
+    requests_.at(id)->num_computed_tokens = 0;
+    released = true;
+  }
+  return released;
 }
 
 void Scheduler::Preempt(RequestId victim, StepState& step, SchedulerOutput& out) {
@@ -273,10 +307,14 @@ void Scheduler::FinishWithError(Request& r, std::string message, SchedulerOutput
 void Scheduler::Remove(RequestId id) {
   if (loading_.erase(id) != 0) connector_->CancelLoad(id);
   if (kv_->HasRequest(id)) kv_->Free(id);
-  auto run_it = std::find(running_.begin(), running_.end(), id);
-  if (run_it != running_.end()) running_.erase(run_it);
-  auto wait_it = std::find(waiting_.begin(), waiting_.end(), id);
-  if (wait_it != waiting_.end()) waiting_.erase(wait_it);
+  // A request is in at most one queue; most leave running, so look there first (the waiting
+  // queue may hold thousands).
+  if (auto run_it = std::find(running_.begin(), running_.end(), id); run_it != running_.end()) {
+    running_.erase(run_it);
+  } else if (auto wait_it = std::find(waiting_.begin(), waiting_.end(), id);
+             wait_it != waiting_.end()) {
+    waiting_.erase(wait_it);
+  }
   requests_.erase(id);
 }
 

@@ -8,8 +8,10 @@
 // A running request that cannot get blocks preempts the newest running request (its blocks
 // are freed; it goes to the front of the waiting queue with num_computed_tokens = 0 and will
 // find most of its KV again in the prefix cache). No admission happens in a step that
-// preempted. A request that cannot get blocks while it is the only one running can never
-// run: it finishes with kError and the others go on.
+// preempted. A request that cannot get blocks while it is the only one running first takes
+// back the blocks of waiting requests that returned from a tier load, and waits while loads
+// are in flight; only when nobody else holds blocks can it never run: it finishes with kError
+// and the others go on.
 //
 // Example (block 4, 6 usable blocks, budget 16): A (prompt 10) and B (prompt 14) arrive.
 //   step 1: A 10 tokens (3 blocks, sampled), B a 6-token chunk (2 blocks); 1 block free.
@@ -168,6 +170,9 @@ class Scheduler {
   bool StartLoad(Request& r, kv::PrefixHit hit);
   // Moves requests whose loads finished back to the waiting queue.
   void FinishLoads(std::chrono::milliseconds wait);
+  // Frees the blocks of waiting requests that hold some (back from a tier load, not yet
+  // readmitted); they will look their prefix up again. True when any was freed.
+  bool ReleaseParkedBlocks();
   void Preempt(RequestId victim, StepState& step, SchedulerOutput& out);
   void FinishWithError(Request& r, std::string message, SchedulerOutput& out);
   void Remove(RequestId id);

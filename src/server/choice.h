@@ -9,6 +9,7 @@
 // Thread safety: none; one HTTP handler thread drives it (the engine side is thread-safe).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -42,6 +43,9 @@ class Choice {
   std::optional<ChoiceDelta> Next(bool block);
   // Ends the request now (client gone); later Next() returns nullopt.
   void Abort();
+  // Event-driven readers: `wake` runs (on the engine's thread) after each new engine output;
+  // outputs that came before are read by the next Next(false) all the same.
+  void Listen(std::function<void()> wake) { handle_.stream->SetListener(std::move(wake)); }
 
   bool finished() const { return finished_; }
   int64_t num_generated() const { return num_generated_; }

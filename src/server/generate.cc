@@ -1,6 +1,10 @@
 // Server::HandleGenerate: /v1/completions and /v1/chat/completions, JSON or SSE.
+//
+// The handler (on a worker thread) parses, admits and starts the engine requests, then hands
+// the HTTP server a producer: the engine wakes it after each output and it turns whatever is
+// ready into SSE chunks (streamed) or, at the end, one JSON response (deferred). No thread
+// waits on a request; a client that goes away destroys the producer, which aborts the rest.
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include "core/log.h"
 #include "server/choice.h"
@@ -63,158 +67,164 @@ Usage PromptUsage(const ParsedRequest& r, const Generation& gen) {
   return usage;
 }
 
-// Runs every choice to the end and answers one JSON response.
-void RespondWhole(const ParsedRequest& r, Generation& gen, const ResponseBuilder& builder,
-                  httplib::Response& res) {
-  json choices = json::array();
-  Usage usage;
-  for (size_t i = 0; i < gen.choices.size(); ++i) {
-    const std::string& prompt_text = r.prompt_texts[i / r.n];
-    std::string text = r.echo ? prompt_text : "";
-    std::string reasoning, error;
-    engine::FinishReason finish = engine::FinishReason::kAbort;
-    std::vector<engine::TokenOutput> tokens;
-    while (std::optional<ChoiceDelta> d = gen.choices[i]->Next(/*block=*/true)) {
-      text += d->text;
-      reasoning += d->reasoning;
-      for (engine::TokenOutput& t : d->tokens) tokens.push_back(std::move(t));
-      if (d->finish_reason) finish = *d->finish_reason, error = d->error;
-    }
-    if (finish == engine::FinishReason::kError) {
-      res.status = 500;
-      res.set_content(ApiErrorBody({500, error, "InternalServerError", std::nullopt, std::nullopt}),
-                      "application/json");
-      return;
-    }
-    const json logprobs = r.params.logprobs
-        ? builder.Logprobs(tokens, r.echo ? static_cast<int64_t>(prompt_text.size()) : 0)
-        : json(nullptr);
-    choices.push_back(builder.Choice(static_cast<int>(i), text, reasoning, logprobs, finish));
-  }
-  usage = PromptUsage(r, gen);
-  for (const auto& c : gen.choices) usage.completion_tokens += c->num_generated();
-  res.status = 200;
-  res.set_content(Dump(builder.Response(std::move(choices), usage)), "application/json");
-}
+// One choice's output so far (deferred responses).
+struct WholeChoice {
+  std::string text, reasoning, error;
+  engine::FinishReason finish = engine::FinishReason::kAbort;
+  std::vector<engine::TokenOutput> tokens;
+};
 
-// The SSE side of one request: writes chunks as the choices produce text.
-struct StreamState {
-  ParsedRequest request;
-  std::unique_ptr<Generation> gen;
-  ResponseBuilder builder;
-  std::vector<std::vector<engine::TokenOutput>> pending_tokens;  // [choice] not yet sent
-  std::vector<int64_t> text_offsets;                             // [choice] bytes sent
+// The producer of one generation request's response.
+class GenerationProducer : public http::Producer {
+ public:
+  GenerationProducer(ParsedRequest request, std::unique_ptr<Generation> gen,
+                     ResponseBuilder builder)
+      : request_(std::move(request)), gen_(std::move(gen)), builder_(std::move(builder)) {}
 
-  bool Send(httplib::DataSink& sink, const json& chunk) {
-    const std::string event = SseEvent(chunk);
-    return sink.write(event.data(), event.size());
+  void Start(std::function<void()> wake) override {
+    for (const std::unique_ptr<Choice>& c : gen_->choices) c->Listen(wake);
   }
 
-  // Opening chunks: the chat role, or the echoed prompt.
-  bool Open(httplib::DataSink& sink) {
-    const size_t n = gen->choices.size();
-    pending_tokens.resize(n);
-    text_offsets.assign(n, 0);
-    for (size_t i = 0; i < n; ++i) {
-      const int index = static_cast<int>(i);
-      if (request.endpoint == Endpoint::kChat) {
-        if (!Send(sink, builder.Chunk(index, "", "", nullptr, std::nullopt, true))) return false;
-      } else if (request.echo) {
-        const std::string& prompt = request.prompt_texts[i / request.n];
-        text_offsets[i] = static_cast<int64_t>(prompt.size());
-        if (!Send(sink, builder.Chunk(index, prompt, "", nullptr, std::nullopt, false))) {
-          return false;
-        }
-      }
+  bool Pull(http::Response* response) override {
+    return request_.stream ? PullStream(response->body) : PullWhole(response);
+  }
+
+ private:
+  bool AllFinished() const {
+    for (const auto& c : gen_->choices) {
+      if (!c->finished()) return false;
     }
     return true;
   }
 
-  // One delta as a chunk; tokens whose text is still held back wait for the next one.
-  bool SendDelta(httplib::DataSink& sink, size_t i, ChoiceDelta& d) {
-    for (engine::TokenOutput& t : d.tokens) pending_tokens[i].push_back(std::move(t));
-    if (d.text.empty() && d.reasoning.empty() && !d.finish_reason) return true;
-    json logprobs = nullptr;
-    if (request.params.logprobs) logprobs = builder.Logprobs(pending_tokens[i], text_offsets[i]);
-    pending_tokens[i].clear();
-    text_offsets[i] += static_cast<int64_t>(d.text.size());
-    return Send(sink, builder.Chunk(static_cast<int>(i), d.text, d.reasoning, logprobs,
-                                    d.finish_reason, false));
-  }
-
-  // Streams every choice to its end; false when the client went away.
-  bool Run(httplib::DataSink& sink) {
-    if (!Open(sink)) return false;
-    std::vector<std::unique_ptr<Choice>>& choices = gen->choices;
-    while (true) {
-      size_t first = 0;
-      while (first < choices.size() && choices[first]->finished()) ++first;
-      if (first == choices.size()) break;
-      // Block on the first unfinished choice, then take whatever the others have.
-      for (size_t i = first; i < choices.size(); ++i) {
-        while (std::optional<ChoiceDelta> d = choices[i]->Next(/*block=*/i == first)) {
-          if (!SendDelta(sink, i, *d)) return false;
-          if (i == first) break;
-        }
+  // Deferred: collects every delta; at the end, the whole JSON response.
+  bool PullWhole(http::Response* response) {
+    const size_t n = gen_->choices.size();
+    whole_.resize(n);
+    for (size_t i = 0; i < n; ++i) {
+      while (std::optional<ChoiceDelta> d = gen_->choices[i]->Next(/*block=*/false)) {
+        WholeChoice& w = whole_[i];
+        w.text += d->text;
+        w.reasoning += d->reasoning;
+        for (engine::TokenOutput& t : d->tokens) w.tokens.push_back(std::move(t));
+        if (d->finish_reason) w.finish = *d->finish_reason, w.error = d->error;
       }
     }
-    if (request.include_usage) {
-      Usage usage = PromptUsage(request, *gen);
-      for (const auto& c : choices) usage.completion_tokens += c->num_generated();
-      if (!Send(sink, builder.UsageChunk(usage))) return false;
+    if (!AllFinished()) return false;
+    json choices = json::array();
+    for (size_t i = 0; i < n; ++i) {
+      const WholeChoice& w = whole_[i];
+      if (w.finish == engine::FinishReason::kError) {
+        *response = ErrorResponse({500, w.error, "InternalServerError", std::nullopt,
+                                   std::nullopt});
+        return true;
+      }
+      const std::string& prompt_text = request_.prompt_texts[i / request_.n];
+      const json logprobs = request_.params.logprobs
+          ? builder_.Logprobs(w.tokens, request_.echo ? static_cast<int64_t>(prompt_text.size()) : 0)
+          : json(nullptr);
+      choices.push_back(builder_.Choice(static_cast<int>(i),
+                                        request_.echo ? prompt_text + w.text : w.text,
+                                        w.reasoning, logprobs, w.finish));
     }
-    static constexpr std::string_view kDone = "data: [DONE]\n\n";
-    return sink.write(kDone.data(), kDone.size());
+    Usage usage = PromptUsage(request_, *gen_);
+    for (const auto& c : gen_->choices) usage.completion_tokens += c->num_generated();
+    *response = http::Response::Text(200, Dump(builder_.Response(std::move(choices), usage)),
+                                     "application/json");
+    return true;
   }
-};
 
-void SendApiError(httplib::Response& res, const ApiError& error) {
-  res.status = error.http_status;
-  if (error.retry_after_s) res.set_header("Retry-After", std::to_string(*error.retry_after_s));
-  res.set_content(ApiErrorBody(error), "application/json");
-}
+  void Send(std::string& out, const json& chunk) { out += SseEvent(chunk); }
+
+  // Opening chunks: the chat role, or the echoed prompt.
+  void Open(std::string& out) {
+    const size_t n = gen_->choices.size();
+    pending_tokens_.resize(n);
+    text_offsets_.assign(n, 0);
+    for (size_t i = 0; i < n; ++i) {
+      const int index = static_cast<int>(i);
+      if (request_.endpoint == Endpoint::kChat) {
+        Send(out, builder_.Chunk(index, "", "", nullptr, std::nullopt, true));
+      } else if (request_.echo) {
+        const std::string& prompt = request_.prompt_texts[i / request_.n];
+        text_offsets_[i] = static_cast<int64_t>(prompt.size());
+        Send(out, builder_.Chunk(index, prompt, "", nullptr, std::nullopt, false));
+      }
+    }
+  }
+
+  // One delta as a chunk; tokens whose text is still held back wait for the next one.
+  void SendDelta(std::string& out, size_t i, ChoiceDelta& d) {
+    for (engine::TokenOutput& t : d.tokens) pending_tokens_[i].push_back(std::move(t));
+    if (d.text.empty() && d.reasoning.empty() && !d.finish_reason) return;
+    json logprobs = nullptr;
+    if (request_.params.logprobs) logprobs = builder_.Logprobs(pending_tokens_[i], text_offsets_[i]);
+    pending_tokens_[i].clear();
+    text_offsets_[i] += static_cast<int64_t>(d.text.size());
+    Send(out, builder_.Chunk(static_cast<int>(i), d.text, d.reasoning, logprobs,
+                             d.finish_reason, false));
+  }
+
+  // Streamed: the chunks of whatever every choice has ready; at the end usage and [DONE].
+  bool PullStream(std::string& out) {
+    if (!opened_) Open(out), opened_ = true;
+    for (size_t i = 0; i < gen_->choices.size(); ++i) {
+      while (std::optional<ChoiceDelta> d = gen_->choices[i]->Next(/*block=*/false)) {
+        SendDelta(out, i, *d);
+      }
+    }
+    if (!AllFinished()) return false;
+    if (request_.include_usage) {
+      Usage usage = PromptUsage(request_, *gen_);
+      for (const auto& c : gen_->choices) usage.completion_tokens += c->num_generated();
+      Send(out, builder_.UsageChunk(usage));
+    }
+    out += "data: [DONE]\n\n";
+    return true;
+  }
+
+  ParsedRequest request_;
+  std::unique_ptr<Generation> gen_;
+  ResponseBuilder builder_;
+  bool opened_ = false;
+  std::vector<WholeChoice> whole_;                                // [choice]
+  std::vector<std::vector<engine::TokenOutput>> pending_tokens_;  // [choice] not yet sent
+  std::vector<int64_t> text_offsets_;                             // [choice] bytes sent
+};
 
 }  // namespace
 
-void Server::HandleGenerate(Endpoint endpoint, const httplib::Request& req,
-                            httplib::Response& res) {
+http::Response Server::HandleGenerate(Endpoint endpoint, const http::Request& req) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
-  if (body.is_discarded()) return SendApiError(res, BadRequest("the request body is not valid JSON"));
+  if (body.is_discarded()) return ErrorResponse(BadRequest("the request body is not valid JSON"));
   ParsedRequest parsed;
   if (std::optional<ApiError> e = ParseRequest(endpoint, body, parse_context_, &parsed)) {
-    return SendApiError(res, *e);
+    return ErrorResponse(*e);
   }
   const int64_t num_choices = parsed.n * static_cast<int64_t>(parsed.prompts.size());
   if (!admission_.TryAdmit(num_choices)) {
     ++num_rejected_;
-    return SendApiError(res, Overloaded(admission_.draining()
-                                            ? "the server is shutting down"
-                                            : "too many requests waiting; retry later"));
+    return ErrorResponse(Overloaded(admission_.draining()
+                                        ? "the server is shutting down"
+                                        : "too many requests waiting; retry later"));
   }
   auto gen = std::make_unique<Generation>(admission_, num_choices);
   const std::string id = fmt::format("{}-{}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
                                      next_request_.fetch_add(1));
   if (std::optional<ApiError> e =
           gen->Start(parsed, id, engine_, tokenizer_, options_.reasoning_parser_deepseek)) {
-    return SendApiError(res, *e);
+    return ErrorResponse(*e);
   }
   ResponseBuilder builder(endpoint, id, parsed.model, tokenizer_);
-  if (!parsed.stream) return RespondWhole(parsed, *gen, builder, res);
-
-  auto state = std::make_shared<StreamState>(
-      StreamState{std::move(parsed), std::move(gen), std::move(builder), {}, {}});
-  res.set_header("Cache-Control", "no-cache");
-  res.set_chunked_content_provider(
-      "text/event-stream",
-      [state](size_t, httplib::DataSink& sink) {
-        if (!state->Run(sink)) {
-          state->gen.reset();  // the client went away: abort now, free the blocks
-          return false;
-        }
-        sink.done();
-        return true;
-      },
-      [state](bool) { state->gen.reset(); });
+  http::Response response;
+  response.streamed = parsed.stream;
+  if (parsed.stream) {
+    response.content_type = "text/event-stream";
+    response.headers.emplace_back("Cache-Control", "no-cache");
+  }
+  response.producer = std::make_shared<GenerationProducer>(std::move(parsed), std::move(gen),
+                                                           std::move(builder));
+  return response;
 }
 
 }  // namespace kvserve::server

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 namespace kvserve::server {
 namespace {
 
@@ -79,19 +81,40 @@ MaybeError ParseSampling(const json& body, sampling::SamplingParams* p) {
   return std::nullopt;
 }
 
-MaybeError ParseStop(const json& body, std::vector<std::string>* stop) {
+// "stop": a string or a list of strings, within the count and byte limits (checked before
+// anything is copied).
+MaybeError ParseStop(const json& body, const RequestLimits& limits,
+                     std::vector<std::string>* stop) {
   const json* v = Field(body, "stop");
   if (!v) return std::nullopt;
-  if (v->is_string()) {
-    stop->push_back(v->get<std::string>());
-    return std::nullopt;
+  const char* kShape = "'stop' must be a string or a list of strings";
+  if (!v->is_string() && !v->is_array()) return WrongType(kShape, "stop");
+  if (v->is_array() && static_cast<int64_t>(v->size()) > limits.max_stop_strings) {
+    return BadRequest(fmt::format("'stop' has {} strings; at most {} are allowed", v->size(),
+                                  limits.max_stop_strings), "stop");
   }
-  if (!v->is_array()) return WrongType("'stop' must be a string or a list of strings", "stop");
-  for (const json& s : *v) {
-    if (!s.is_string()) return WrongType("'stop' must be a string or a list of strings", "stop");
+  int64_t total_bytes = 0;
+  for (const json& s : v->is_array() ? *v : json::array({*v})) {
+    if (!s.is_string()) return WrongType(kShape, "stop");
+    total_bytes += static_cast<int64_t>(s.get_ref<const std::string&>().size());
+  }
+  if (total_bytes > limits.max_stop_bytes) {
+    return BadRequest(fmt::format("'stop' strings add up to {} bytes; at most {} are allowed",
+                                  total_bytes, limits.max_stop_bytes), "stop");
+  }
+  for (const json& s : v->is_array() ? *v : json::array({*v})) {
     stop->push_back(s.get<std::string>());
   }
   return std::nullopt;
+}
+
+MaybeError CheckPromptBytes(int64_t num_bytes, const ParseContext& c) {
+  if (num_bytes <= c.limits.max_prompt_bytes) return std::nullopt;
+  return BadRequest(fmt::format("The prompt is {} bytes long, over the limit of {} bytes "
+                                "(more than fits this model's maximum context length). Please "
+                                "reduce the length of the prompt.",
+                                num_bytes, c.limits.max_prompt_bytes),
+                    "prompt");
 }
 
 // max_tokens / max_completion_tokens (the latter wins); completions default to 16 (OpenAI).
@@ -148,9 +171,11 @@ MaybeError AddTokenPrompt(const json& v, const ParseContext& c, ParsedRequest* o
   return std::nullopt;
 }
 
-void AddTextPrompt(const std::string& text, const ParseContext& c, ParsedRequest* out) {
+MaybeError AddTextPrompt(const std::string& text, const ParseContext& c, ParsedRequest* out) {
+  KV_RETURN_IF_API_ERROR(CheckPromptBytes(static_cast<int64_t>(text.size()), c));
   out->prompts.push_back(c.tokenizer->Encode(text, {.add_special = true}));
   out->prompt_texts.push_back(text);
+  return std::nullopt;
 }
 
 MaybeError ParsePrompt(const json& body, const ParseContext& c, ParsedRequest* out) {
@@ -159,13 +184,13 @@ MaybeError ParsePrompt(const json& body, const ParseContext& c, ParsedRequest* o
   const char* kShape = "'prompt' must be a string, a list of strings, a list of token ids or "
                        "a list of lists of token ids";
   if (v->is_string()) {
-    AddTextPrompt(v->get<std::string>(), c, out);
+    KV_RETURN_IF_API_ERROR(AddTextPrompt(v->get<std::string>(), c, out));
   } else if (IsTokenList(*v)) {
     KV_RETURN_IF_API_ERROR(AddTokenPrompt(*v, c, out));
   } else if (v->is_array() && !v->empty()) {
     for (const json& p : *v) {
       if (p.is_string()) {
-        AddTextPrompt(p.get<std::string>(), c, out);
+        KV_RETURN_IF_API_ERROR(AddTextPrompt(p.get<std::string>(), c, out));
       } else if (IsTokenList(p)) {
         KV_RETURN_IF_API_ERROR(AddTokenPrompt(p, c, out));
       } else {
@@ -203,16 +228,20 @@ MaybeError ParseMessages(const json& body, const ParseContext& c, ParsedRequest*
   if (!v) return BadRequest("'messages' is required", "messages");
   if (!v->is_array()) return WrongType("'messages' must be a list", "messages");
   std::vector<tokenizer::ChatMessage> messages;
+  int64_t num_bytes = 0;
   for (const json& m : *v) {
     if (!m.is_object() || !m.contains("role") || !m["role"].is_string()) {
       return WrongType("each message must be an object with a string 'role'", "messages");
     }
     tokenizer::ChatMessage message{m["role"].get<std::string>(), ""};
     KV_RETURN_IF_API_ERROR(MessageContent(m, &message.content));
+    num_bytes += static_cast<int64_t>(message.content.size());
+    KV_RETURN_IF_API_ERROR(CheckPromptBytes(num_bytes, c));
     messages.push_back(std::move(message));
   }
   Result<std::string> text = c.chat_template->Apply(messages, /*add_generation_prompt=*/true);
   if (!text.ok()) return BadRequest(text.status().message(), "messages");
+  KV_RETURN_IF_API_ERROR(CheckPromptBytes(static_cast<int64_t>(text->size()), c));
   std::vector<int32_t> ids = c.tokenizer->Encode(*text, {.add_special = false,
                                                          .parse_special = true});
   const tokenizer::Vocab& vocab = c.tokenizer->vocab();
@@ -241,6 +270,16 @@ MaybeError ParseFlags(Endpoint endpoint, const json& body, ParsedRequest* out) {
 
 }  // namespace
 
+int64_t MaxPromptBytes(const RequestLimits& limits, int64_t max_model_len,
+                       const tokenizer::Tokenizer& tokenizer) {
+  if (limits.max_prompt_bytes > 0) return limits.max_prompt_bytes;
+  // Every token stands for at most its piece's bytes (an unknown character: at most 4).
+  size_t longest = 4;
+  const tokenizer::Vocab& vocab = tokenizer.vocab();
+  for (int32_t id = 0; id < vocab.num_tokens(); ++id) longest = std::max(longest, vocab.Piece(id).size());
+  return max_model_len * static_cast<int64_t>(longest);
+}
+
 std::optional<ApiError> ParseRequest(Endpoint endpoint, const json& body,
                                      const ParseContext& c, ParsedRequest* out) {
   if (!body.is_object()) return BadRequest("the request body must be a JSON object");
@@ -251,7 +290,7 @@ std::optional<ApiError> ParseRequest(Endpoint endpoint, const json& body,
   KV_RETURN_IF_API_ERROR(ParseSampling(body, &out->params));
   KV_RETURN_IF_API_ERROR(ParseMaxTokens(endpoint, body, &out->params));
   KV_RETURN_IF_API_ERROR(ParseLogprobs(endpoint, body, &out->params));
-  KV_RETURN_IF_API_ERROR(ParseStop(body, &out->stop));
+  KV_RETURN_IF_API_ERROR(ParseStop(body, c.limits, &out->stop));
   KV_RETURN_IF_API_ERROR(ParseFlags(endpoint, body, out));
   KV_RETURN_IF_API_ERROR(endpoint == Endpoint::kChat ? ParseMessages(body, c, out)
                                                      : ParsePrompt(body, c, out));

@@ -24,12 +24,28 @@ namespace kvserve::server {
 
 enum class Endpoint { kCompletions, kChat };
 
+// Limits checked before any tokenizing or stop-string matching, so a huge prompt or a pile of
+// stop strings costs a 400, not CPU time.
+struct RequestLimits {
+  // Most bytes of one prompt (a text prompt, or chat messages' content added up). 0: the
+  // most that could fit, max_model_len x the longest token's byte length (a text longer
+  // than that encodes to more than max_model_len tokens whatever the tokenizer does).
+  int64_t max_prompt_bytes = 0;
+  int64_t max_stop_strings = 64;     // entries of "stop"
+  int64_t max_stop_bytes = 4096;     // their bytes added up
+};
+
 // What parsing needs from the server. Pointers are non-owning and outlive the parse.
 struct ParseContext {
   const tokenizer::Tokenizer* tokenizer = nullptr;
   const tokenizer::ChatTemplate* chat_template = nullptr;
   std::string served_model_name;
+  RequestLimits limits;  // max_prompt_bytes resolved (> 0)
 };
+
+// The prompt byte limit `limits` gives for a model (resolves 0 to the automatic bound).
+int64_t MaxPromptBytes(const RequestLimits& limits, int64_t max_model_len,
+                       const tokenizer::Tokenizer& tokenizer);
 
 struct ParsedRequest {
   Endpoint endpoint = Endpoint::kCompletions;

@@ -1,14 +1,12 @@
 #include "server/server.h"
 
 #include <fmt/format.h>
-#include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
-#include <thread>
-
 #include "core/log.h"
-#include "server/kv_dashboard_httplib.h"
+#include "http/http_server.h"
+#include "server/kv_dashboard_routes.h"
 #include "server/responses.h"
 
 namespace kvserve::server {
@@ -16,32 +14,35 @@ namespace {
 
 using json = nlohmann::json;
 
-void SendError(httplib::Response& res, const ApiError& error) {
-  res.status = error.http_status;
-  if (error.retry_after_s) res.set_header("Retry-After", std::to_string(*error.retry_after_s));
-  res.set_content(ApiErrorBody(error), "application/json");
-}
-
-void SendJson(httplib::Response& res, const json& body) {
-  res.status = 200;
-  res.set_content(Dump(body), "application/json");
+http::Response JsonResponse(const json& body) {
+  return http::Response::Text(200, Dump(body), "application/json");
 }
 
 // The JSON object of a request body, or the 400 to answer.
-std::optional<json> ParseBody(const httplib::Request& req, httplib::Response& res) {
+std::optional<json> ParseBody(const http::Request& req, http::Response* error) {
   json body = json::parse(req.body, nullptr, /*allow_exceptions=*/false);
   if (body.is_discarded()) {
-    SendError(res, BadRequest("the request body is not valid JSON"));
+    *error = ErrorResponse(BadRequest("the request body is not valid JSON"));
     return std::nullopt;
   }
   if (!body.is_object()) {
-    SendError(res, BadRequest("the request body must be a JSON object"));
+    *error = ErrorResponse(BadRequest("the request body must be a JSON object"));
     return std::nullopt;
   }
   return body;
 }
 
+// /tokenize counts long documents too: the prompt limit, but at least 1 MiB.
+constexpr int64_t kMinTokenizeBytes = 1 << 20;
+
 }  // namespace
+
+http::Response ErrorResponse(const ApiError& error) {
+  http::Response r = http::Response::Text(error.http_status, ApiErrorBody(error),
+                                          "application/json");
+  if (error.retry_after_s) r.headers.emplace_back("Retry-After", std::to_string(*error.retry_after_s));
+  return r;
+}
 
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   // Walk the longer length whatever the contents; the length difference also counts.
@@ -112,165 +113,159 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
       engine_(engine),
       tokenizer_(tokenizer),
       chat_template_(chat_template),
-      parse_context_{&tokenizer_, &chat_template_, options_.served_model_name},
+      parse_context_{&tokenizer_, &chat_template_, options_.served_model_name,
+                     options_.request_limits},
       admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests),
-      http_(std::make_unique<httplib::Server>()),
       dashboard_(std::make_unique<KvDashboard>(
           engine, KvDashboardOptions{.model_name = options_.served_model_name})) {
-  const int threads = std::max(options_.num_http_threads, 4);
-  http_->new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-  http_->set_payload_max_length(options_.max_body_bytes);
-  http_->set_read_timeout(60, 0);
-  http_->set_write_timeout(60, 0);
+  parse_context_.limits.max_prompt_bytes =
+      MaxPromptBytes(options_.request_limits, engine.max_model_len(), tokenizer_);
   RegisterRoutes();
+  http::HttpServerOptions http_options;
+  http_options.host = options_.host;
+  http_options.port = options_.port;
+  http_options.limits.max_body_bytes = options_.max_body_bytes;
+  http_options.num_worker_threads = std::max(options_.num_http_threads, 1);
+  http_options.header_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(options_.header_timeout_s * 1000));
+  http_options.body_timeout = std::chrono::milliseconds(
+      static_cast<int64_t>(options_.body_timeout_s * 1000));
+  http_options.max_total_body_bytes =
+      std::max<size_t>(size_t{1} << 30, 4 * options_.max_body_bytes);
+  http_options.error_response = [this](int status, const std::string& message) {
+    if (status == 413) return ErrorResponse(PayloadTooLarge(options_.max_body_bytes));
+    if (status == 404) return ErrorResponse({404, message, "NotFoundError", std::nullopt,
+                                             std::nullopt});
+    if (status == 503) return ErrorResponse(Overloaded(message));
+    if (status >= 500) return ErrorResponse({status, message, "InternalServerError",
+                                             std::nullopt, std::nullopt});
+    return ErrorResponse({status, message, "invalid_request_error", std::nullopt,
+                          std::nullopt});
+  };
+  http_ = std::make_unique<http::HttpServer>(std::move(http_options), router_);
 }
 
 Server::~Server() = default;
 
-bool Server::Authorized(const httplib::Request& req) const {
+bool Server::Authorized(const http::Request& req) const {
   if (options_.api_key.empty()) return true;
-  return ConstantTimeEquals(req.get_header_value("Authorization"), "Bearer " + options_.api_key);
+  return ConstantTimeEquals(req.Header("Authorization").value_or(""),
+                            "Bearer " + options_.api_key);
+}
+
+http::Handler Server::Protected(http::Handler handler) const {
+  return [this, handler = std::move(handler)](const http::Request& req) {
+    if (!Authorized(req)) return ErrorResponse(Unauthorized());
+    return handler(req);
+  };
 }
 
 void Server::RegisterRoutes() {
-  using httplib::Request;
-  using httplib::Response;
-  using Handled = httplib::Server::HandlerResponse;
-  http_->set_pre_routing_handler([this](const Request& req, Response& res) {
-    const bool protected_path = req.path.starts_with("/v1/") || req.path == "/tokenize" ||
-                                req.path == "/detokenize";
-    if (protected_path && !Authorized(req)) {
-      SendError(res, Unauthorized());
-      return Handled::Handled;
-    }
-    return Handled::Unhandled;
-  });
-  http_->set_error_handler(httplib::Server::HandlerWithResponse(
-      [this](const Request& req, Response& res) {
-    if (!res.body.empty()) return Handled::Unhandled;
-    if (res.status == 413) {
-      SendError(res, PayloadTooLarge(options_.max_body_bytes));
-    } else if (res.status == 404) {
-      SendError(res, {404, fmt::format("no route for {} {}", req.method, req.path),
-                      "NotFoundError", std::nullopt, std::nullopt});
-    } else {
-      SendError(res, {res.status, fmt::format("HTTP {}", res.status), "invalid_request_error",
-                      std::nullopt, std::nullopt});
-    }
-    return Handled::Handled;
+  using http::Request;
+  using http::Router;
+  router_.Add("POST", "/v1/completions", Router::kWorker, Protected([this](const Request& req) {
+    return HandleGenerate(Endpoint::kCompletions, req);
   }));
-  http_->set_exception_handler([](const Request&, Response& res, std::exception_ptr) {
-    SendError(res, {500, "internal error", "InternalServerError", std::nullopt, std::nullopt});
-  });
-  http_->Post("/v1/completions", [this](const Request& req, Response& res) {
-    HandleGenerate(Endpoint::kCompletions, req, res);
-  });
-  http_->Post("/v1/chat/completions", [this](const Request& req, Response& res) {
-    HandleGenerate(Endpoint::kChat, req, res);
-  });
-  http_->Get("/v1/models", [this](const Request&, Response& res) {
+  router_.Add("POST", "/v1/chat/completions", Router::kWorker,
+              Protected([this](const Request& req) { return HandleGenerate(Endpoint::kChat, req); }));
+  router_.Add("GET", "/v1/models", Router::kInline, Protected([this](const Request&) {
     json model = {{"id", options_.served_model_name}, {"object", "model"}, {"created", 0},
                   {"owned_by", "kvserve"}, {"root", options_.served_model_name},
                   {"max_model_len", engine_.max_model_len()}};
-    SendJson(res, {{"object", "list"}, {"data", json::array({model})}});
+    return JsonResponse({{"object", "list"}, {"data", json::array({model})}});
+  }));
+  router_.Add("GET", "/health", Router::kInline, [this](const Request&) {
+    return http::Response::Text(admission_.draining() ? 503 : 200, "", "text/plain");
   });
-  http_->Get("/health", [this](const Request&, Response& res) {
-    res.status = admission_.draining() ? 503 : 200;
-  });
-  http_->Get("/version", [](const Request&, Response& res) {
-    SendJson(res, {{"version", "0.1.0"}});
-  });
-  http_->Get("/metrics", [this](const Request&, Response& res) { HandleMetrics(res); });
-  http_->Post("/tokenize", [this](const Request& req, Response& res) { HandleTokenize(req, res); });
-  http_->Post("/detokenize",
-              [this](const Request& req, Response& res) { HandleDetokenize(req, res); });
-  AddKvDashboardRoutes(*http_, *dashboard_);
+  router_.Add("GET", "/version", Router::kInline,
+              [](const Request&) { return JsonResponse({{"version", "0.1.0"}}); });
+  router_.Add("GET", "/metrics", Router::kInline, [this](const Request&) { return HandleMetrics(); });
+  router_.Add("POST", "/tokenize", Router::kWorker,
+              Protected([this](const Request& req) { return HandleTokenize(req); }));
+  router_.Add("POST", "/detokenize", Router::kWorker,
+              Protected([this](const Request& req) { return HandleDetokenize(req); }));
+  AddKvDashboardRoutes(router_, *dashboard_,
+                       [this](http::Handler handler) { return Protected(std::move(handler)); });
 }
 
-void Server::HandleMetrics(httplib::Response& res) {
+http::Response Server::HandleMetrics() {
   ServerCounters counters{options_.num_kv_blocks, admission_.in_flight(), num_rejected_.load()};
-  res.set_content(FormatPrometheus(engine_.Metrics(), counters, options_.served_model_name) +
-                      engine_.OffloadPrometheus(),
-                  "text/plain; version=0.0.4");
+  return http::Response::Text(
+      200, FormatPrometheus(engine_.Metrics(), counters, options_.served_model_name) +
+               engine_.OffloadPrometheus(),
+      "text/plain; version=0.0.4");
 }
 
 // {"prompt": "text", "add_special_tokens": true} or {"messages": [...]} ->
 // {"tokens": [...], "count": N, "max_model_len": L}.
-void Server::HandleTokenize(const httplib::Request& req, httplib::Response& res) {
-  std::optional<json> body = ParseBody(req, res);
-  if (!body) return;
+http::Response Server::HandleTokenize(const http::Request& req) {
+  http::Response error;
+  std::optional<json> body = ParseBody(req, &error);
+  if (!body) return error;
   std::vector<int32_t> tokens;
+  ParseContext context = parse_context_;
+  context.limits.max_prompt_bytes = std::max(context.limits.max_prompt_bytes, kMinTokenizeBytes);
   if (body->contains("messages")) {
     ParsedRequest parsed;
     json chat = {{"messages", (*body)["messages"]}, {"max_tokens", 1}};
-    if (std::optional<ApiError> e = ParseRequest(Endpoint::kChat, chat, parse_context_, &parsed)) {
-      return SendError(res, *e);
+    if (std::optional<ApiError> e = ParseRequest(Endpoint::kChat, chat, context, &parsed)) {
+      return ErrorResponse(*e);
     }
     tokens = parsed.prompts.front();
   } else {
     auto prompt = body->find("prompt");
     if (prompt == body->end() || !prompt->is_string()) {
-      return SendError(res, WrongType("'prompt' must be a string", "prompt"));
+      return ErrorResponse(WrongType("'prompt' must be a string", "prompt"));
     }
     bool add_special = true;
     if (auto it = body->find("add_special_tokens"); it != body->end()) {
       if (!it->is_boolean()) {
-        return SendError(res, WrongType("'add_special_tokens' must be a boolean",
-                                        "add_special_tokens"));
+        return ErrorResponse(WrongType("'add_special_tokens' must be a boolean",
+                                       "add_special_tokens"));
       }
       add_special = it->get<bool>();
     }
-    tokens = tokenizer_.Encode(prompt->get<std::string>(), {.add_special = add_special});
+    const std::string& text = prompt->get_ref<const std::string&>();
+    if (static_cast<int64_t>(text.size()) > context.limits.max_prompt_bytes) {
+      return ErrorResponse(BadRequest(fmt::format("the prompt is {} bytes, over the limit of {}",
+                                                  text.size(), context.limits.max_prompt_bytes),
+                                      "prompt"));
+    }
+    tokens = tokenizer_.Encode(text, {.add_special = add_special});
   }
-  SendJson(res, {{"tokens", tokens}, {"count", tokens.size()},
-                 {"max_model_len", engine_.max_model_len()}});
+  return JsonResponse({{"tokens", tokens}, {"count", tokens.size()},
+                       {"max_model_len", engine_.max_model_len()}});
 }
 
 // {"tokens": [ids]} -> {"prompt": "text"}.
-void Server::HandleDetokenize(const httplib::Request& req, httplib::Response& res) {
-  std::optional<json> body = ParseBody(req, res);
-  if (!body) return;
+http::Response Server::HandleDetokenize(const http::Request& req) {
+  http::Response error;
+  std::optional<json> body = ParseBody(req, &error);
+  if (!body) return error;
   auto tokens = body->find("tokens");
   if (tokens == body->end() || !tokens->is_array()) {
-    return SendError(res, WrongType("'tokens' must be a list of token ids", "tokens"));
+    return ErrorResponse(WrongType("'tokens' must be a list of token ids", "tokens"));
   }
   std::vector<int32_t> ids;
   for (const json& t : *tokens) {
     if (!t.is_number_integer()) {
-      return SendError(res, WrongType("'tokens' must be a list of token ids", "tokens"));
+      return ErrorResponse(WrongType("'tokens' must be a list of token ids", "tokens"));
     }
     const int64_t id = t.get<int64_t>();
     if (id < 0 || id >= tokenizer_.vocab().num_tokens()) {
-      return SendError(res, BadRequest(fmt::format("token id {} is outside the vocabulary", id),
-                                       "tokens"));
+      return ErrorResponse(BadRequest(fmt::format("token id {} is outside the vocabulary", id),
+                                      "tokens"));
     }
     ids.push_back(static_cast<int32_t>(id));
   }
-  SendJson(res, {{"prompt", tokenizer_.Decode(ids)}});
+  return JsonResponse({{"prompt", tokenizer_.Decode(ids)}});
 }
 
-Result<int> Server::Bind() {
-  const int port = options_.port == 0 ? http_->bind_to_any_port(options_.host)
-                                      : (http_->bind_to_port(options_.host, options_.port)
-                                             ? options_.port
-                                             : -1);
-  if (port < 0) {
-    return IoError(fmt::format("cannot listen on {}:{}", options_.host, options_.port));
-  }
-  return port;
-}
+Result<int> Server::Bind() { return http_->Bind(); }
 
-// A Shutdown() before Serve() makes Serve() return at once; one after it waits until the
-// listener runs, then stops it (httplib's stop() does nothing to a listener not yet running).
+// A Shutdown() before Serve() makes Serve() return at once (the listener is already stopped).
 Status Server::Serve() {
-  {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
-    if (shut_down_) return Status::Ok();
-    serving_ = true;
-  }
-  const bool ok = http_->listen_after_bind();
-  serve_returned_.store(true);
-  if (!ok) return IoError("the HTTP listener failed");
+  http_->Run();
   return Status::Ok();
 }
 
@@ -289,15 +284,8 @@ void Server::Shutdown(std::chrono::duration<double> drain_timeout) {
       KV_LOG(WARNING, "requests still in flight at shutdown");
     }
   }
-  dashboard_->Stop();  // ends the event streams, which would hold the listener's threads
-  {
-    std::lock_guard<std::mutex> lock(shutdown_mu_);
-    if (!serving_) return;  // Serve() will see shut_down_ and return
-  }
-  while (!http_->is_running() && !serve_returned_.load()) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
-  http_->stop();
+  dashboard_->Stop();  // ends the event streams
+  http_->Stop();
 }
 
 }  // namespace kvserve::server

@@ -1,14 +1,19 @@
-// Server: the OpenAI-compatible HTTP front of an AsyncEngine (cpp-httplib).
+// Server: the OpenAI-compatible HTTP front of an AsyncEngine, on the event-driven
+// http::HttpServer (src/http/).
 //
 // Routes: POST /v1/completions, POST /v1/chat/completions (JSON or SSE), GET /v1/models,
 // GET /health, GET /metrics (Prometheus), POST /tokenize, POST /detokenize, GET /version.
-// Every failure answers an OpenAI-shaped error object (server/api_error.h).
+// /health, /metrics, /v1/models and /version are answered on the I/O threads, ahead of any
+// request work; the others parse and tokenize on the worker pool, then their responses are
+// produced from the engine's outputs as they arrive (no thread waits on a request).
+// Every failure answers an OpenAI-shaped error object (server/api_error.h). Request bodies
+// are JSON whatever their Content-Type (as vLLM).
 //
-// Owns the HTTP listener, its worker threads and the admission state (choices in flight,
-// the engine ids to abort at shutdown). The engine, tokenizer and chat template are borrowed
-// and must outlive the Server.
+// Owns the router, the HTTP server and the admission state (choices in flight, the engine
+// ids to abort at shutdown). The engine, tokenizer and chat template are borrowed and must
+// outlive the Server.
 // Thread safety: Serve() blocks on one thread; Shutdown() may be called from any thread
-// (e.g. a signal-handling one); handlers run on the worker threads.
+// (e.g. a signal-handling one).
 #pragma once
 
 #include <atomic>
@@ -23,17 +28,17 @@
 
 #include "core/status.h"
 #include "engine/async_engine.h"
+#include "http/message.h"
+#include "http/router.h"
 #include "server/kv_dashboard.h"
 #include "server/metrics_text.h"
 #include "server/protocol.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
-namespace httplib {
-class Server;
-struct Request;
-struct Response;
-}  // namespace httplib
+namespace kvserve::http {
+class HttpServer;
+}  // namespace kvserve::http
 
 namespace kvserve::server {
 
@@ -46,7 +51,10 @@ struct ServerOptions {
   // Choices in flight beyond max_num_seqs before new requests get 503 + Retry-After.
   int max_waiting_requests = 1024;
   int max_num_seqs = 256;           // the engine's
-  int num_http_threads = 128;       // concurrent connections served (streams included)
+  int num_http_threads = 4;         // workers that parse and tokenize (not per connection)
+  double header_timeout_s = 10;     // a request head must arrive within this (408 after)
+  double body_timeout_s = 60;       // its body within this after the head (408 after)
+  RequestLimits request_limits;     // prompt bytes, stop strings (server/protocol.h)
   bool reasoning_parser_deepseek = false;
   int64_t num_kv_blocks = 0;        // for kvserve:kv_cache_used_blocks
 };
@@ -91,14 +99,18 @@ class Server {
   // aborts the rest (their streams end with finish_reason "abort"), then stops the listener.
   // Idempotent.
   void Shutdown(std::chrono::duration<double> drain_timeout);
+  // Choices admitted and not yet finished. Thread-safe.
+  int64_t num_in_flight() const { return admission_.in_flight(); }
 
  private:
   void RegisterRoutes();
-  void HandleGenerate(Endpoint endpoint, const httplib::Request& req, httplib::Response& res);
-  void HandleTokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleDetokenize(const httplib::Request& req, httplib::Response& res);
-  void HandleMetrics(httplib::Response& res);
-  bool Authorized(const httplib::Request& req) const;
+  // Wraps a handler of a route that needs the API key.
+  http::Handler Protected(http::Handler handler) const;
+  http::Response HandleGenerate(Endpoint endpoint, const http::Request& req);
+  http::Response HandleTokenize(const http::Request& req);
+  http::Response HandleDetokenize(const http::Request& req);
+  http::Response HandleMetrics();
+  bool Authorized(const http::Request& req) const;
 
   ServerOptions options_;
   engine::AsyncEngine& engine_;
@@ -106,15 +118,17 @@ class Server {
   const tokenizer::ChatTemplate& chat_template_;
   ParseContext parse_context_;
   Admission admission_;
-  std::unique_ptr<httplib::Server> http_;
+  http::Router router_;
+  std::unique_ptr<http::HttpServer> http_;
   std::unique_ptr<KvDashboard> dashboard_;  // /v1/kv/*, /dashboard
   std::atomic<int64_t> next_request_ = 0;
   std::atomic<int64_t> num_rejected_ = 0;
   std::mutex shutdown_mu_;
-  bool shut_down_ = false;       // Shutdown() was called (guarded by shutdown_mu_)
-  bool serving_ = false;         // Serve() got past its check (guarded by shutdown_mu_)
-  std::atomic<bool> serve_returned_{false};
+  bool shut_down_ = false;  // Shutdown() was called (guarded by shutdown_mu_)
 };
+
+// The OpenAI-shaped error response.
+http::Response ErrorResponse(const ApiError& error);
 
 // Constant-time comparison (no early exit on the first differing byte).
 bool ConstantTimeEquals(std::string_view a, std::string_view b);

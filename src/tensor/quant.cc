@@ -29,6 +29,7 @@
 #include <optional>
 
 #include "core/check.h"
+#include "tensor/quant_internal.h"
 
 namespace kvserve::tensor {
 namespace {
@@ -308,6 +309,8 @@ uint8_t F32ToE2M1(float f) {
   return sign | code;
 }
 
+uint8_t PowerOfTwoScaleByte(float amax, float max_elem) { return PowerOfTwoScale(amax, max_elem); }
+
 float E8M0ToF32(uint8_t e) {
   if (e == 0xFF) return std::numeric_limits<float>::quiet_NaN();
   return std::ldexp(1.0f, static_cast<int>(e) - 127);
@@ -365,6 +368,16 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kFP8_E4M3_E8M0_32: return QuantizeFp8E8M0(src, y, n);
     case DType::kFP4_E2M1_E4M3_16: return QuantizeFp4E4M3(src, y, n);
     case DType::kFP4_E2M1_E8M0_32: return QuantizeFp4E8M0(src, y, n);
+    case DType::kQ4_1: return internal::QuantizeQ4_1(src, y, n);
+    case DType::kQ5_0: return internal::QuantizeQ5_0(src, y, n);
+    case DType::kQ5_1: return internal::QuantizeQ5_1(src, y, n);
+    case DType::kQ2_K: return internal::QuantizeQ2K(src, y, n);
+    case DType::kQ3_K: return internal::QuantizeQ3K(src, y, n);
+    case DType::kQ4_K: return internal::QuantizeQ4K(src, y, n);
+    case DType::kQ5_K: return internal::QuantizeQ5K(src, y, n);
+    case DType::kQ6_K: return internal::QuantizeQ6K(src, y, n);
+    case DType::kIQ4_NL: return internal::QuantizeIq4Nl(src, y, n);
+    case DType::kIQ4_XS: return internal::QuantizeIq4Xs(src, y, n);
   }
   CHECK(false) << "unknown DType";
 }
@@ -393,6 +406,16 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::kFP8_E4M3_E8M0_32: return DequantizeFp8E8M0(y, dst, n);
     case DType::kFP4_E2M1_E4M3_16: return DequantizeFp4E4M3(y, dst, n);
     case DType::kFP4_E2M1_E8M0_32: return DequantizeFp4E8M0(y, dst, n);
+    case DType::kQ4_1:
+    case DType::kQ5_0:
+    case DType::kQ5_1:
+    case DType::kQ2_K:
+    case DType::kQ3_K:
+    case DType::kQ4_K:
+    case DType::kQ5_K:
+    case DType::kQ6_K:
+    case DType::kIQ4_NL:
+    case DType::kIQ4_XS: return internal::DequantizeInts(t, y, dst, n);
   }
   CHECK(false) << "unknown DType";
 }

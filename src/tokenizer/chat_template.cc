@@ -2,7 +2,9 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <array>
+#include <ctime>
 #include <vector>
 
 namespace kvserve::tokenizer {
@@ -20,9 +22,19 @@ constexpr std::array<std::pair<ChatTemplateFamily, const char*>, 7> kNames = {{
 
 constexpr const char* kQwenDefaultSystem =
     "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.";
-// What Llama 3.1+ templates print when no date_string is passed.
-constexpr const char* kLlama3DatePreamble =
-    "Cutting Knowledge Date: December 2023\nToday Date: 26 Jul 2024\n\n";
+// What Llama 3.1+ templates print; their date_string is "26 Jul 2024" unless the template asks
+// strftime_now (3.2) for today's.
+constexpr const char* kLlama3KnowledgeDate = "Cutting Knowledge Date: December 2023\n";
+constexpr const char* kLlama3DefaultDate = "26 Jul 2024";
+
+// Today's local date as strftime("%d %b %Y"), what Jinja's strftime_now gives HF and llama.cpp.
+std::string Today() {
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  char buffer[32];
+  return std::string(buffer, std::strftime(buffer, sizeof(buffer), "%d %b %Y", &local));
+}
 
 bool Contains(std::string_view text, std::string_view marker) {
   return text.find(marker) != std::string_view::npos;
@@ -104,8 +116,10 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos_tok
   t.recognised_ = family.has_value();
   if (!family) return t;
   t.llama3_date_preamble_ = Contains(jinja, "Cutting Knowledge Date");
+  t.llama3_today_ = Contains(jinja, "strftime_now");
   t.deepseek_think_ = Contains(jinja, "<think>");
   if (Contains(jinja, kQwenDefaultSystem)) t.default_system_ = kQwenDefaultSystem;
+  t.chatml_strips_reasoning_ = Contains(jinja, "</think>");
   return t;
 }
 
@@ -124,15 +138,29 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> input,
   return Internal("unknown chat template family");
 }
 
-// Qwen2.5 / ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message.
+// Qwen2.5 / ChatML: "<|im_start|>{role}\n{content}<|im_end|>\n" per message. Qwen3 (a
+// template that knows "</think>") drops the reasoning of answers before the last user turn:
+// only what follows their last "</think>", leading newlines stripped.
 std::string ChatTemplate::RenderChatMl(const std::vector<ChatMessage>& messages,
                                        bool add_generation_prompt) const {
   std::string out;
   if (default_system_ && messages.front().role != "system") {
     out += "<|im_start|>system\n" + *default_system_ + "<|im_end|>\n";
   }
-  for (const ChatMessage& m : messages) {
-    out += "<|im_start|>" + m.role + "\n" + m.content + "<|im_end|>\n";
+  size_t last_user = 0;
+  for (size_t i = 0; i < messages.size(); ++i) {
+    if (messages[i].role == "user") last_user = i;
+  }
+  for (size_t i = 0; i < messages.size(); ++i) {
+    std::string_view content = messages[i].content;
+    const size_t think_end = content.rfind("</think>");
+    if (chatml_strips_reasoning_ && messages[i].role == "assistant" && i < last_user &&
+        think_end != std::string_view::npos) {
+      content.remove_prefix(think_end + 8);
+      content.remove_prefix(std::min(content.find_first_not_of('\n'), content.size()));
+    }
+    out.append("<|im_start|>").append(messages[i].role).append("\n").append(content);
+    out.append("<|im_end|>\n");
   }
   if (add_generation_prompt) out += "<|im_start|>assistant\n";
   return out;
@@ -146,9 +174,9 @@ std::string ChatTemplate::RenderLlama2(std::vector<ChatMessage> messages) const 
     std::string content = messages[i].content;
     if (i == 0 && system) content = "<<SYS>>\n" + *system + "\n<</SYS>>\n\n" + content;
     if (messages[i].role == "user") {
-      out += bos_ + "[INST] " + Trim(content) + " [/INST]";
+      out.append(bos_).append("[INST] ").append(Trim(content)).append(" [/INST]");
     } else if (messages[i].role == "assistant") {
-      out += " " + Trim(content) + " " + eos_;
+      out.append(" ").append(Trim(content)).append(" ").append(eos_);
     }
   }
   return out;
@@ -162,7 +190,9 @@ std::string ChatTemplate::RenderLlama3(std::vector<ChatMessage> messages,
   if (llama3_date_preamble_) {
     const std::optional<std::string> system = TakeSystem(messages);
     out += "<|start_header_id|>system<|end_header_id|>\n\n";
-    out += kLlama3DatePreamble + (system ? Trim(*system) : "") + "<|eot_id|>";
+    out.append(kLlama3KnowledgeDate).append("Today Date: ");
+    out.append(llama3_today_ ? Today() : kLlama3DefaultDate).append("\n\n");
+    out.append(system ? Trim(*system) : "").append("<|eot_id|>");
   }
   for (const ChatMessage& m : messages) {
     out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) +

@@ -4,8 +4,10 @@
 // The template text is matched against the markers of the common families and one
 // hand-written formatter per family reproduces what the real template outputs for system,
 // user and assistant messages (tools are not supported):
-//   "<|im_start|>"                        chatml   (Qwen's default system prompt included)
-//   "<|start_header_id|>"                 llama3   ("Cutting Knowledge Date" preamble of 3.1+)
+//   "<|im_start|>"                        chatml   (Qwen2.5's default system prompt included;
+//                                                  Qwen3 drops past answers' reasoning)
+//   "<|start_header_id|>"                 llama3   ("Cutting Knowledge Date" preamble of 3.1+,
+//                                                  with today's date when it calls strftime_now)
 //   "[INST]" with "<<SYS>>"               llama2
 //   "[INST]" without "<<SYS>>"            mistral  (Mistral-Nemo spacing: "[INST]u[/INST]a</s>")
 //   "<｜User｜>" / "<｜Assistant｜>"       deepseek (R1: the generation prompt opens "<think>\n")
@@ -60,7 +62,9 @@ class ChatTemplate {
   std::string bos_, eos_;
   bool recognised_ = true;
   bool llama3_date_preamble_ = false;          // Llama 3.1+: system block always present
+  bool llama3_today_ = false;                  // Llama 3.2: the preamble has today's date
   bool deepseek_think_ = false;                // R1: the generation prompt opens <think>
+  bool chatml_strips_reasoning_ = false;       // Qwen3: past answers lose their <think> part
   std::optional<std::string> default_system_;  // chatml: Qwen's default system prompt
 
   // One formatter per family; messages are normalized (roles system/user/assistant).

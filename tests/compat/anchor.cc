@@ -62,10 +62,9 @@ Result<nlohmann::json> RunAnchor(const std::string& command, const nlohmann::jso
                                  const std::string& work_dir) {
   const std::string job_path = work_dir + "/" + command + "-job.json";
   std::ofstream(job_path) << job.dump();
-  KV_ASSIGN_OR_RETURN(std::string out,
-                      RunShell("node '" + kAnchorDir + "/anchor.mjs' " + command + " '" +
-                                   job_path + "'",
-                               work_dir + "/" + command + "-stderr.txt"));
+  KV_ASSIGN_OR_RETURN(std::string out, RunShell("node '" + kAnchorDir + "/anchor.mjs' " + command +
+                                                    " '" + job_path + "'",
+                                                work_dir + "/" + command + "-stderr.txt"));
   try {
     return nlohmann::json::parse(out);
   } catch (const nlohmann::json::exception& e) {

@@ -15,9 +15,11 @@ TEST(BenchCompareTest, PrintsBothSidesAndTheirRatio) {
   TempDir dir;
   const std::string model = dir.path() + "/tiny.gguf";
   ASSERT_TRUE(RunKvserve("make-model --preset tiny --type q8_0 -o " + model, dir.path()).ok());
-  Result<std::string> out = RunKvserve(
-      "bench compare " + model + " --threads 1 --rounds 1 --rows prefill-512,decode-0,batch-16 "
-      "--decode-tokens 4", dir.path());
+  Result<std::string> out =
+      RunKvserve("bench compare " + model +
+                     " --threads 1 --rounds 1 --rows prefill-512,decode-0,batch-16 "
+                     "--decode-tokens 4",
+                 dir.path());
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_NE(out->find("kvserve SIMD target: "), std::string::npos) << *out;
   EXPECT_NE(out->find("memory read bandwidth"), std::string::npos) << *out;

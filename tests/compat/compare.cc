@@ -9,7 +9,8 @@ namespace kvserve::compat {
 namespace {
 
 const TokenLogprob* Find(const std::vector<TokenLogprob>& list, int32_t id) {
-  auto it = std::find_if(list.begin(), list.end(), [&](const TokenLogprob& t) { return t.id == id; });
+  auto it =
+      std::find_if(list.begin(), list.end(), [&](const TokenLogprob& t) { return t.id == id; });
   return it == list.end() ? nullptr : &*it;
 }
 
@@ -17,13 +18,15 @@ const TokenLogprob* Find(const std::vector<TokenLogprob>& list, int32_t id) {
 void CompareValue(int position, int32_t id, const TokenLogprob* kv, const TokenLogprob* llama,
                   const CompareOptions& o, Comparison& c) {
   if (kv == nullptr || !kv->logprob.has_value()) {
-    c.failures.push_back(fmt::format("position {}: token {} (in llama.cpp's top) is not among "
-                                     "kvserve's logprobs", position, id));
+    c.failures.push_back(
+        fmt::format("position {}: token {} (in llama.cpp's top) is not among "
+                    "kvserve's logprobs",
+                    position, id));
     return;
   }
   if (llama == nullptr) {
-    c.failures.push_back(fmt::format("position {}: no llama.cpp logprob for token {}",
-                                     position, id));
+    c.failures.push_back(
+        fmt::format("position {}: no llama.cpp logprob for token {}", position, id));
     return;
   }
   if (!llama->logprob.has_value()) {
@@ -43,8 +46,7 @@ void CompareValue(int position, int32_t id, const TokenLogprob* kv, const TokenL
   }
 }
 
-void ComparePosition(int index, const PositionLogprobs& p, const CompareOptions& o,
-                     Comparison& c) {
+void ComparePosition(int index, const PositionLogprobs& p, const CompareOptions& o, Comparison& c) {
   ++c.num_positions;
   if (p.llama_top.empty() || p.kvserve_top.empty()) {
     c.failures.push_back(fmt::format("position {}: an empty distribution", index));
@@ -52,8 +54,8 @@ void ComparePosition(int index, const PositionLogprobs& p, const CompareOptions&
   }
   // An unmeasurable logprob (underflowed) is far below any measurable one.
   const double first = p.llama_top[0].logprob.value_or(-INFINITY);
-  const double second = p.llama_top.size() > 1 ? p.llama_top[1].logprob.value_or(-INFINITY)
-                                                : -INFINITY;
+  const double second =
+      p.llama_top.size() > 1 ? p.llama_top[1].logprob.value_or(-INFINITY) : -INFINITY;
   if (first > o.near_certain_logprob) ++c.num_near_certain;
   if (first - second > o.decisive_margin) {
     ++c.num_decisive;

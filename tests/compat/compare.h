@@ -27,8 +27,8 @@ struct PositionLogprobs {
 };
 
 struct CompareOptions {
-  int top_n = 5;                   // the difference is taken over each side's top_n
-  double decisive_margin = 1e-3;   // top-1 must agree where llama.cpp's top-1 - top-2 exceeds it
+  int top_n = 5;                  // the difference is taken over each side's top_n
+  double decisive_margin = 1e-3;  // top-1 must agree where llama.cpp's top-1 - top-2 exceeds it
   double near_certain_logprob = -1e-2;  // llama.cpp's top-1 above it: the position decides little
   // A pair is compared when either side's logprob is at least this (probability ~2e-9). Far
   // below, both sides' logprobs carry an absolute error that grows with the logit gap (e.g.

@@ -39,7 +39,8 @@ TEST(CompareTest, DifferentTop1IsAFailureOnlyWhenDecisive) {
 }
 
 TEST(CompareTest, MaxDifferenceCoversBothSidesTop5) {
-  PositionLogprobs p = Position({{7, -0.1}, {3, -2.5}, {4, -3.0}}, {{7, -0.1}, {3, -2.5}, {5, -3.1}});
+  PositionLogprobs p =
+      Position({{7, -0.1}, {3, -2.5}, {4, -3.0}}, {{7, -0.1}, {3, -2.5}, {5, -3.1}});
   p.kvserve_top.push_back({5, -3.3});  // kvserve's rank-4 is llama.cpp's rank-3: 0.2 apart
   p.llama_lookup = {{7, -0.1}, {3, -2.5}, {4, -3.05}, {5, -3.1}};  // and 4 differs by 0.05
   const Comparison c = Compare(std::span(&p, 1), {});
@@ -54,8 +55,8 @@ TEST(CompareTest, MissingTokensAndUnmeasurableValues) {
   EXPECT_EQ(Compare(std::span(&missing, 1), {}).failures.size(), 1u);
   // An underflowed llama.cpp probability is skipped and counted; values far below the floor
   // on both sides are skipped and counted.
-  const PositionLogprobs low = Position({{7, 0.0}, {3, -95.0}, {4, -30.0}},
-                                        {{7, 0.0}, {4, -30.5}, {3, std::nullopt}});
+  const PositionLogprobs low =
+      Position({{7, 0.0}, {3, -95.0}, {4, -30.0}}, {{7, 0.0}, {4, -30.5}, {3, std::nullopt}});
   const Comparison c = Compare(std::span(&low, 1), {});
   EXPECT_TRUE(c.failures.empty());
   EXPECT_EQ(c.num_unmeasurable, 1);

@@ -1,5 +1,5 @@
-// The compat suite (ctest label `compat`): kvserve against llama.cpp itself (node-llama-cpp@3.21.1's
-// prebuilt CPU build), on every model and vocabulary of compat_cases.h.
+// The compat suite (ctest label `compat`): kvserve against llama.cpp itself
+// (node-llama-cpp@3.21.1's prebuilt CPU build), on every model and vocabulary of compat_cases.h.
 //
 // Logprobs: kvserve generates from a prompt (`generate --json --logprobs 20`, greedy and
 // sampled), then llama.cpp is teacher-forced on prompt + those tokens and both next-token
@@ -26,8 +26,12 @@
 namespace kvserve::compat {
 
 // Test names and parameter printouts show the case name (not the struct's bytes).
-void PrintTo(const ModelCase& c, std::ostream* os) { *os << c.name; }
-void PrintTo(const VocabCase& c, std::ostream* os) { *os << c.name; }
+void PrintTo(const ModelCase& c, std::ostream* os) {
+  *os << c.name;
+}
+void PrintTo(const VocabCase& c, std::ostream* os) {
+  *os << c.name;
+}
 
 namespace {
 
@@ -86,24 +90,26 @@ std::vector<TokenLogprob> ParseAnchorList(const nlohmann::json& list) {
 }
 
 // kvserve's side for every trajectory, then one llama.cpp run teacher-forced on all of them.
-Result<std::vector<PositionLogprobs>> CollectPositions(const ModelCase& c,
-                                                       const std::string& model,
+Result<std::vector<PositionLogprobs>> CollectPositions(const ModelCase& c, const std::string& model,
                                                        const std::string& dir) {
   KV_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, LoadTokenizer(model));
   // One thread on each side: ctest runs two tests at once on CI's 2 cores, and a pool that
   // waits on a descheduled worker is slow on a loaded machine (kvserve's results do not
   // depend on the thread count).
-  nlohmann::json job = {{"model", model}, {"threads", 1}, {"top_k", 5},
+  nlohmann::json job = {{"model", model},
+                        {"threads", 1},
+                        {"top_k", 5},
                         {"kv_type", std::string(c.kv_dtype) == "f32" ? "F32" : "F16"},
-                        {"flash_attention", false}, {"sequences", nlohmann::json::array()}};
+                        {"flash_attention", false},
+                        {"sequences", nlohmann::json::array()}};
   std::vector<PositionLogprobs> positions;
   for (const Trajectory& t : kTrajectories) {
     KV_ASSIGN_OR_RETURN(
         std::string out,
         RunKvserve(fmt::format("generate {} --prompt '{}' -n {} {} --ignore-eos --json "
-                               "--logprobs {} --kv-cache-dtype {} --threads 1",
-                               model, t.prompt, kNumGenerated, t.sampling, kKvserveTopK,
-                               c.kv_dtype),
+                               "--logprobs {} --kv-cache-dtype {} --threads 1 {}",
+                               model, t.prompt, kNumGenerated, t.sampling, kKvserveTopK, c.kv_dtype,
+                               c.generate_flags),
                    dir));
     KV_ASSIGN_OR_RETURN(std::vector<GeneratedToken> generated, ParseGenerateJson(out));
     if (generated.size() != kNumGenerated) return Internal("generate printed too few tokens");
@@ -134,7 +140,8 @@ Result<std::vector<PositionLogprobs>> CollectPositions(const ModelCase& c,
 
 nlohmann::json ListJson(const std::vector<TokenLogprob>& list) {
   nlohmann::json out = nlohmann::json::array();
-  for (const TokenLogprob& t : list) out.push_back({t.id, t.logprob ? nlohmann::json(*t.logprob) : nullptr});
+  for (const TokenLogprob& t : list)
+    out.push_back({t.id, t.logprob ? nlohmann::json(*t.logprob) : nullptr});
   return out;
 }
 
@@ -146,7 +153,8 @@ void WriteResults(const ModelCase& c, std::span<const PositionLogprobs> position
   fs::create_directories(dir);
   nlohmann::json all = nlohmann::json::array();
   for (const PositionLogprobs& p : positions) {
-    all.push_back({{"kvserve_top", ListJson(p.kvserve_top)}, {"llama_top", ListJson(p.llama_top)},
+    all.push_back({{"kvserve_top", ListJson(p.kvserve_top)},
+                   {"llama_top", ListJson(p.llama_top)},
                    {"llama_lookup", ListJson(p.llama_lookup)}});
   }
   std::ofstream(dir + "/" + c.name + ".json") << all.dump(1);
@@ -193,7 +201,8 @@ TEST_P(TokenizeTest, MatchesLlamaCpp) {
   const VocabCase& c = GetParam();
   if (std::optional<std::string> why = AnchorUnavailableReason()) GTEST_SKIP() << *why;
   const std::string strings_file = SharedPath("tokenizers/ggml-vocab-llama-spm.gguf");
-  if (!fs::exists(strings_file + ".inp")) GTEST_SKIP() << "shared test data absent: " << strings_file;
+  if (!fs::exists(strings_file + ".inp"))
+    GTEST_SKIP() << "shared test data absent: " << strings_file;
   TempDir dir;
   std::string skip;
   Result<std::string> model = ResolveModel(c.source, dir.path(), skip);

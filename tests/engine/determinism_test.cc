@@ -1,48 +1,69 @@
 // The determinism contract (DESIGN.md section 5) end to end: a request's tokens and logprobs
 // are bit-identical alone or among 16 others, for --max-num-batched-tokens 16, 64, 512 and
 // 8192, with 1 or 2 threads, under preemption, and with or without a prefix-cache hit; on
-// stories260K (skipped when absent) and on a random tiny llama with f16, fp8 and fp4 KV.
+// stories260K (skipped when absent), on a random tiny llama with f16, fp8 and fp4 KV, and on
+// random qwen3 and gemma3 models (gemma3: a sliding-window KV group beside the full one).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
-#include <fmt/format.h>
-
 #include <filesystem>
+#include <map>
 
 #include "engine_test_util.h"
-#include "model/llama_random.h"
+#include "model/dense_random.h"
 
 namespace kvserve::engine::testing {
 namespace {
 
 const std::string kStoriesPath = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
 
-// A random tiny llama written once per process to a temporary file.
-std::string RandomModelPath() {
-  static const std::string path = [] {
-    const std::string p = (std::filesystem::temp_directory_path() /
-                           fmt::format("kvserve-engine-test-{}.gguf", ::getpid())).string();
-    model::LlamaSpec spec;  // dim 64, 2 layers, 4 heads, 2 kv heads
-    spec.vocab_size = 128;
-    model::RandomWeights weights;
-    weights.seed = 5;
-    weights.norm_spread = 0.1f;
-    CHECK(model::LlamaRandomWriter(spec, weights)->Write(p).ok());
-    RemoveAtExit(p);
-    return p;
-  }();
-  return path;
+// A random tiny model of `arch` written once per process to a temporary file: llama (dim 64,
+// 2 layers, 4 heads, 2 kv heads), qwen3 (q/k norms, head size 24 != dim / heads) or gemma3
+// (6 layers, one KV head of 32, sliding window of 8 on layers 0-4, layer 5 global: two KV
+// groups).
+std::string RandomModelPath(const std::string& arch) {
+  static std::map<std::string, std::string> paths;
+  auto [it, inserted] = paths.emplace(arch, "");
+  if (!inserted) return it->second;
+  const std::string p = (std::filesystem::temp_directory_path() /
+                         fmt::format("kvserve-engine-test-{}-{}.gguf", arch, ::getpid()))
+                            .string();
+  model::DenseSpec spec;  // dim 64, 2 layers, 4 heads, 2 kv heads
+  spec.arch = arch;
+  spec.vocab_size = 128;
+  if (arch == "qwen3") spec.head_dim = 24;
+  if (arch == "gemma3") {
+    spec.num_layers = 6;
+    spec.num_kv_heads = 1;
+    spec.head_dim = 32;  // fp8 KV rows need whole blocks of 32
+    spec.sliding_window = 8;
+    spec.tied_output = true;
+    spec.embedding_std = 0.125f;
+  }
+  model::RandomWeights weights;
+  weights.seed = 5;
+  weights.norm_spread = 0.1f;
+  CHECK(model::DenseRandomWriter(spec, weights)->Write(p).ok());
+  RemoveAtExit(p);
+  it->second = p;
+  return p;
 }
 
 struct Case {
   std::string name;
-  bool stories;  // else the random model
+  bool stories;  // else the random model of `arch`
   std::string kv_dtype;
+  std::string arch = "llama";
 };
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.name;
+}
 
 class DeterminismTest : public ::testing::TestWithParam<Case> {
  protected:
   void SetUp() override {
-    path_ = GetParam().stories ? kStoriesPath : RandomModelPath();
+    path_ = GetParam().stories ? kStoriesPath : RandomModelPath(GetParam().arch);
     if (!std::filesystem::exists(path_)) GTEST_SKIP() << "missing " << path_;
     vocab_ = GetParam().stories ? 512 : 128;
   }
@@ -120,7 +141,8 @@ TEST_P(DeterminismTest, TargetIsBitIdenticalUnderPreemption) {
   const RunResult solo = RunAll(*Load(8192, 1, false), {Target()})[0];
   // Room for about 4 requests of 40 tokens: the crowd preempts and recomputes.
   auto probe = Load(64, 1, true);
-  const int64_t block_bytes = probe->kv().capacity().groups[0].block_bytes;
+  int64_t block_bytes = 0;  // one block in every group
+  for (const kv::GroupCapacity& g : probe->kv().capacity().groups) block_bytes += g.block_bytes;
   for (bool caching : {true, false}) {
     auto engine = Load(64, 2, caching, static_cast<uint64_t>(block_bytes * 12));
     const std::vector<RunResult> got = RunAll(*engine, Crowd());
@@ -130,12 +152,13 @@ TEST_P(DeterminismTest, TargetIsBitIdenticalUnderPreemption) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, DeterminismTest,
-                         ::testing::Values(Case{"Stories260K_F16", true, "f16"},
-                                           Case{"Random_F16", false, "f16"},
-                                           Case{"Random_FP8", false, "fp8"},
-                                           Case{"Random_FP4", false, "fp4"}),
-                         [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(
+    Models, DeterminismTest,
+    ::testing::Values(Case{"Stories260K_F16", true, "f16"}, Case{"Random_F16", false, "f16"},
+                      Case{"Random_FP8", false, "fp8"}, Case{"Random_FP4", false, "fp4"},
+                      Case{"Qwen3_F16", false, "f16", "qwen3"},
+                      Case{"Gemma3_F16", false, "f16", "gemma3"}),
+    [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace
 }  // namespace kvserve::engine::testing

@@ -1,8 +1,9 @@
 // The offload tiers through the real engine, on stories260K (skipped when absent) and on the
-// small kvserve-v41 hybrid model (sliding-window + compressed-latent groups): a prompt pushed
-// out of a small device pool comes back from the CPU tier, and from the file tier after a
-// restart (a new engine over the same directory), with tokens and logprobs bit-identical to
-// the cold run; a corrupted block file is detected and recomputed, never served.
+// small kvserve-v41 hybrid model (sliding-window + compressed-latent groups) and deepseek2 tiny
+// (MLA latents, MoE): a prompt pushed out of a small device pool comes back from the CPU tier, and
+// from the file tier after a restart (a new engine over the same directory), with tokens and
+// logprobs bit-identical to the cold run; a corrupted block file is detected and recomputed, never
+// served.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -11,6 +12,7 @@
 
 #include "engine/engine.h"
 #include "engine_test_util.h"
+#include "moe_test_models.h"
 #include "v41_test_model.h"
 
 namespace kvserve::engine {
@@ -30,10 +32,14 @@ struct ModelCase {
   int32_t vocab;
 };
 
-std::string StoriesPath() { return std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf"; }
+std::string StoriesPath() {
+  return std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
+}
 
 const ModelCase kStories{"stories260K", &StoriesPath, 16, 10 * 16 * 1280, 144, 100, 512};
 const ModelCase kV41{"v41", &testing::SmallModelPath, 4, 40 << 10, 128, 61, 128};
+// deepseek2 tiny: one 96-value F32 latent row per token per layer, 3 layers = 1152 B/token.
+const ModelCase kDeepseek2{"deepseek2", &testing::Deepseek2Path, 16, 10 * 16 * 1152, 144, 100, 512};
 
 class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
  protected:
@@ -42,8 +48,7 @@ class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
       GTEST_SKIP() << "missing " << GetParam().path();
     }
     dir_ = std::filesystem::temp_directory_path() /
-           fmt::format("kvserve_offload_engine_{}_{}_{}", ::getpid(), GetParam().name,
-                       counter_++);
+           fmt::format("kvserve_offload_engine_{}_{}_{}", ::getpid(), GetParam().name, counter_++);
     std::filesystem::remove_all(dir_);
   }
   void TearDown() override {
@@ -208,7 +213,7 @@ TEST_P(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
   EXPECT_EQ(after.tokens.size(), 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest, ::testing::Values(kStories, kV41),
+INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest, ::testing::Values(kStories, kV41, kDeepseek2),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -186,13 +186,13 @@ TEST(GgufHostile, TensorProblems) {
 }
 
 TEST(GgufHostile, UnsupportedGgmlTypesStillOpen) {
-  auto f = GgufFile::FromBuffer(OneTensor({256, 2}, 12, 0, 288));  // Q4_K: 144 B / 256 values
+  auto f = GgufFile::FromBuffer(OneTensor({256, 2}, 17, 0, 148));  // IQ2_XS: 74 B / 256 values
   ASSERT_TRUE(f.ok()) << f.status().ToString();
   const TensorInfo& t = (*f)->tensors()[0];
-  EXPECT_EQ(t.ggml_type, 12u);
+  EXPECT_EQ(t.ggml_type, 17u);
   EXPECT_EQ(t.dtype, std::nullopt);
-  EXPECT_EQ(t.size_bytes, 288u);
-  ExpectError(OneTensor({256, 2}, 12, 0, 287));
+  EXPECT_EQ(t.size_bytes, 148u);
+  ExpectError(OneTensor({256, 2}, 17, 0, 147));
 }
 
 // ---- randomized truncation and corruption ----
@@ -300,6 +300,35 @@ TEST(GgufFuzz, Stories260KHeaderRegion) {
   ASSERT_GT(all.size(), 16384u);
   std::vector<uint8_t> head(all.begin(), all.begin() + 16384);
   FuzzBase(head, 2000, 2000, 2, /*truncations_must_fail=*/true);
+}
+
+}  // namespace
+}  // namespace kvserve::gguf
+
+namespace kvserve::gguf {
+namespace {
+
+// general.alignment = 1 is legal and can place an F32 tensor at an odd address; the reader
+// hands out an aligned copy instead (loading floats from it would be undefined behaviour).
+TEST(GgufHostile, AlignmentOnePlacesNoTensorMisaligned) {
+  GgufWriter w;
+  w.Set("general.alignment", Value::U32(1));
+  ASSERT_TRUE(w.AddTensor("a", {3}, tensor::DType::kF16, std::vector<uint8_t>(6, 1)).ok());
+  std::vector<uint8_t> floats(4 * 5);
+  for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<uint8_t>(i);
+  ASSERT_TRUE(w.AddTensor("b", {5}, tensor::DType::kF32, floats).ok());
+  // Open from a file (mmap: page-aligned base), so only the layout decides.
+  const std::string path = ::testing::TempDir() + "/align1.gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto file = GgufFile::Open(path);
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  EXPECT_EQ((*file)->alignment(), 1u);
+  const TensorInfo* b = (*file)->FindTensor("b");
+  ASSERT_NE(b, nullptr);
+  EXPECT_NE(b->offset % 4, 0u) << "the test wants a misaligned layout";
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(b->data) % kTensorDataAlignment, 0u);
+  EXPECT_EQ(std::memcmp(b->data, floats.data(), floats.size()), 0);
+  std::remove(path.c_str());
 }
 
 }  // namespace

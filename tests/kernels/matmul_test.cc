@@ -21,10 +21,17 @@ namespace {
 
 using tensor::DType;
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0, DType::kQ4_0};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16,  DType::kQ8_0,
+                               DType::kQ4_0,  DType::kQ4_1,  DType::kQ5_0,  DType::kQ5_1,
+                               DType::kIQ4_NL, DType::kQ2_K, DType::kQ3_K,  DType::kQ4_K,
+                               DType::kQ5_K,  DType::kQ6_K,  DType::kIQ4_XS};
 
 bool IsQuant(DType t) {
-  return t == DType::kQ8_0 || t == DType::kQ4_0;
+  return tensor::IsIntegerQuant(t);
+}
+
+bool IsK(DType t) {
+  return tensor::BlockElems(t) == 256;
 }
 
 // A random weight matrix stored as `dtype`, with its exact dequantized values.
@@ -68,11 +75,17 @@ std::vector<double> Reference(const TestWeights& w, const std::vector<float>& x,
   const int64_t rows = w.matrix.rows, cols = w.matrix.cols;
   std::vector<float> xs = x;
   if (IsQuant(w.matrix.dtype)) {
+    const int64_t block = IsK(w.matrix.dtype) ? 256 : 32;
     std::vector<int8_t> q(static_cast<size_t>(cols));
     std::vector<float> d(static_cast<size_t>(cols / 32));
+    std::vector<int16_t> sums(static_cast<size_t>(cols / 16));
     for (int64_t t = 0; t < n; ++t) {
-      QuantizeActivationRow(x.data() + t * cols, cols, q.data(), d.data());
-      for (int64_t c = 0; c < cols; ++c) xs[t * cols + c] = d[c / 32] * q[c];
+      if (block == 256) {
+        QuantizeActivationRowQ8K(x.data() + t * cols, cols, q.data(), d.data(), sums.data());
+      } else {
+        QuantizeActivationRow(x.data() + t * cols, cols, q.data(), d.data());
+      }
+      for (int64_t c = 0; c < cols; ++c) xs[t * cols + c] = d[c / block] * q[c];
     }
   }
   std::vector<double> y(static_cast<size_t>(n * rows));
@@ -112,6 +125,9 @@ struct Shape {
 // Awkward shapes: rows not a multiple of any tile, n spanning token tiles, odd block counts,
 // and (for float types) columns that are not a multiple of 16.
 std::vector<Shape> ShapesFor(DType dtype) {
+  if (IsK(dtype)) {
+    return {{1, 256, 1}, {7, 768, 5}, {17, 512, 37}, {64, 256, 16}, {5, 1280, 2}, {19, 256, 9}};
+  }
   std::vector<Shape> shapes = {{1, 32, 1},   {7, 96, 5},   {17, 160, 37}, {64, 64, 16},
                                {33, 288, 3}, {5, 1024, 2}, {19, 32, 9}};
   if (!IsQuant(dtype)) {
@@ -162,7 +178,7 @@ TEST(MatMulTest, BitIdenticalToPortableScheme) {
 
 // A token row gives the same bits alone, anywhere inside a batch of 37, and for 1-3 threads.
 TEST(MatMulTest, DeterministicAcrossBatchPositionAndThreads) {
-  constexpr int64_t kRows = 75, kCols = 320, kBatch = 37;
+  constexpr int64_t kRows = 75, kCols = 512, kBatch = 37;
   uint32_t seed = 500;
   for (DType dtype : kAllTypes) {
     SCOPED_TRACE(tensor::DTypeName(dtype));
@@ -189,8 +205,9 @@ TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
   ASSERT_FALSE(targets.empty());
   uint32_t seed = 900;
   for (DType dtype : kAllTypes) {
-    TestWeights w = MakeWeights(dtype, 37, 416, ++seed);
-    std::vector<float> x = RandomActivations(13, 416, ++seed);
+    const int64_t cols = IsK(dtype) ? 768 : 416;
+    TestWeights w = MakeWeights(dtype, 37, cols, ++seed);
+    std::vector<float> x = RandomActivations(13, cols, ++seed);
     std::vector<float> first;
     for (int64_t target : targets) {
       hwy::SetSupportedTargetsForTest(target);

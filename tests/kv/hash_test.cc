@@ -26,11 +26,11 @@ std::vector<TokenId> Iota(int n, TokenId start = 0) {
 
 // Known answers, computed once with this implementation (xxh3-128, the serialisation in
 // hash.h). A change here breaks every stored cache (file tier, Redis): bump the fingerprint
-// version ("kvserve-kv-v1") on purpose instead.
+// version ("kvserve-kv-v2") on purpose instead.
 TEST(HashTest, KnownAnswers) {
   const ModelFingerprint fp = TestFingerprint();
   EXPECT_EQ(fp.ToString(),
-            "kvserve-kv-v1|arch=llama|weights=00112233445566778899aabbccddeeff|kv=full_attention("
+            "kvserve-kv-v2|arch=llama|weights=00112233445566778899aabbccddeeff|kv=full_attention("
             "kv_heads=4,head_dim=8,dtype=f16,shared_kv=0):layers=0,1,2,3,4|block=4");
   const BlockHash root = RootHash(fp);
   std::vector<BlockHash> hashes;
@@ -41,11 +41,11 @@ TEST(HashTest, KnownAnswers) {
   ExtendBlockHashes(root, tokens, 4, "tenant-a", &salted);
   ASSERT_EQ(salted.size(), 2u);
   const BlockHash zero = HashBlock(BlockHash{}, std::vector<TokenId>{0, -1, 2147483647, 7}, "");
-  EXPECT_EQ(root.ToHex(), "b58693da60b53d9419fff1030970c734");
-  EXPECT_EQ(hashes[0].ToHex(), "1f98717f4ade32e9975397633fea81cd");
-  EXPECT_EQ(hashes[1].ToHex(), "80c14b890bcf3881f503bbf939b25e9e");
-  EXPECT_EQ(salted[0].ToHex(), "73859c511f527241889b03293cc3c3a6");
-  EXPECT_EQ(salted[1].ToHex(), "bec1f9b74d1c71905cf8470dcaa91b34");
+  EXPECT_EQ(root.ToHex(), "c7a2dcdc4f122006f9fe5bde208af404");
+  EXPECT_EQ(hashes[0].ToHex(), "9378350cfb66c86ea3fd5af62f100846");
+  EXPECT_EQ(hashes[1].ToHex(), "9e4cfc540346d90c4193bb5d9ce0559b");
+  EXPECT_EQ(salted[0].ToHex(), "56697e4ecb97555770e8c489be764448");
+  EXPECT_EQ(salted[1].ToHex(), "6b5bfdd7b99ab9260b25859199252c4c");
   EXPECT_EQ(zero.ToHex(), "ea23f66b22b21d33cef176698fdd3399");
 }
 

@@ -154,13 +154,13 @@ class Driver {
       const BlockId b = m_->BlockTable(id, g).at(pos / config_.block_size);
       ASSERT_NE(b, kNullBlock);
       const float values[2] = {static_cast<float>(token), static_cast<float>(pos)};
-      std::memcpy(view.KRow(layer, b, pos % config_.block_size), values, sizeof(values));
+      std::memcpy(view.KSegment(layer, b, pos % config_.block_size, 0), values, sizeof(values));
     });
   }
   void Expect(const tensor::PagedKvView& view, int layer, BlockId b, int64_t pos,
               TokenId token) const {
     float values[2];
-    std::memcpy(values, view.KRow(layer, b, pos % config_.block_size), sizeof(values));
+    std::memcpy(values, view.KSegment(layer, b, pos % config_.block_size, 0), sizeof(values));
     ASSERT_EQ(values[0], static_cast<float>(token)) << "position " << pos << " block " << b;
     ASSERT_EQ(values[1], static_cast<float>(pos));
   }

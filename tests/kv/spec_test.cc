@@ -194,7 +194,21 @@ TEST(SpecTest, Flags) {
   EXPECT_GT(DefaultCpuKvBudgetBytes(), 0u);
 }
 
-// The arena.h example: V row of slot 3, layer 2, block 7 at 7*20480 + 2*4096 + 16*128 + 3*128.
+// kv_view.h's examples: one head when a head holds whole quantization blocks, else the fewest
+// whole heads that do (up to the whole row).
+TEST(SpecTest, KvSegmentElems) {
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kF16, 12, 64), 64);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kQ8_0, 12, 64), 64);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kFP4_E2M1_E4M3_16, 12, 64), 64);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kF16, 4, 8), 8);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kQ8_0, 4, 8), 32);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kFP4_E2M1_E4M3_16, 4, 8), 16);
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kQ8_0, 6, 48), 96);  // 2 heads = 3 blocks
+  EXPECT_EQ(tensor::KvSegmentElems(DType::kQ8_0, 3, 32), 32);
+}
+
+// The arena.h example (with 4 writer layers, so 16384 B blocks): V of head 1, slot 3, layer 2,
+// block 7 at 7*16384 + 2*4096 + 16*128 + (1*16 + 3)*32: head-major segments of one head.
 TEST(SpecTest, KvViewLayout) {
   KvCacheConfig config = testing::Stories260K(DType::kF32);
   config.groups[0].layers = {0, 1, 2, 3};
@@ -203,8 +217,11 @@ TEST(SpecTest, KvViewLayout) {
   const tensor::PagedKvView view = MakeKvView(config, 0, arena);
   ASSERT_EQ(view.layers.size(), 5u);
   EXPECT_EQ(view.row_elems, 32);
-  EXPECT_EQ(view.VRow(2, 7, 3) - arena.data(), 7 * 16384 + 2 * 4096 + 16 * 128 + 3 * 128);
-  EXPECT_EQ(view.KRow(4, 7, 3), view.KRow(2, 7, 3));  // reader shares its source's rows
+  EXPECT_EQ(view.segment_elems, 8);
+  EXPECT_EQ(view.segment_bytes, 32u);
+  EXPECT_EQ(view.VSegment(2, 7, 3, 1) - arena.data(),
+            7 * 16384 + 2 * 4096 + 16 * 128 + (1 * 16 + 3) * 32);
+  EXPECT_EQ(view.KSegment(4, 7, 3, 2), view.KSegment(2, 7, 3, 2));  // reader shares its source
   const KvCacheConfig v41 = testing::V41Like();
   KvArena latent_arena(GroupBlockBytes(v41, 1), 4, true);
   const tensor::PagedLatentView lv = MakeLatentView(v41, 1, latent_arena);
@@ -214,7 +231,8 @@ TEST(SpecTest, KvViewLayout) {
   EXPECT_EQ(lv.LatentRow(42, 0, 0), lv.LatentRow(41, 0, 0));
   KvArena sliding_arena(GroupBlockBytes(v41, 0), 2, true);
   const tensor::PagedKvView sv = MakeKvView(v41, 0, sliding_arena);
-  EXPECT_EQ(sv.KRow(3, 1, 2), sv.VRow(3, 1, 2));  // shared_kv
+  EXPECT_EQ(sv.num_segments(), 1);  // one 512-dim head
+  EXPECT_EQ(sv.KSegment(3, 1, 2, 0), sv.VSegment(3, 1, 2, 0));  // shared_kv
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "core/thread_pool.h"
+#include "kernels/cpu/kv_dequant.h"
 #include "kernels/cpu/ops.h"
 #include "support/kv_arena.h"
 #include "tensor/quant.h"
@@ -27,6 +28,17 @@ std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
   return v;
 }
 
+// One stored K or V row, dequantized segment by segment with the scalar reference converter.
+std::vector<float> ReadRow(const tensor::PagedKvView& kv, KvPart part, int32_t block, int slot) {
+  std::vector<float> row(kv.row_elems);
+  for (int g = 0; g < kv.num_segments(); ++g) {
+    const std::byte* src = part == KvPart::kKey ? kv.KSegment(0, block, slot, g)
+                                                : kv.VSegment(0, block, slot, g);
+    tensor::DequantizeRow(kv.dtype, src, row.data() + g * kv.segment_elems, kv.segment_elems);
+  }
+  return row;
+}
+
 // Naive attention for one (row, head) over the cache as stored.
 std::vector<double> NaiveHead(const AttentionShape& shape, const tensor::PagedKvView& kv,
                               const AttentionSequence& seq, int64_t row, int head, const float* q) {
@@ -34,13 +46,12 @@ std::vector<double> NaiveHead(const AttentionShape& shape, const tensor::PagedKv
   const int kvh = head / (shape.num_heads / shape.num_kv_heads);
   const int32_t pos = seq.start_pos + static_cast<int32_t>(row - seq.first_row);
   const int32_t lo = shape.window ? std::max(0, pos - *shape.window + 1) : 0;
-  std::vector<float> k(kv.row_elems), v(kv.row_elems);
   std::vector<double> scores, out(hd, 0.0);
   std::vector<std::vector<float>> vs;
   for (int32_t j = lo; j <= pos; ++j) {
     const int32_t block = seq.block_table[j / kv.block_size];
-    tensor::DequantizeRow(kv.dtype, kv.KRow(0, block, j % kv.block_size), k.data(), kv.row_elems);
-    tensor::DequantizeRow(kv.dtype, kv.VRow(0, block, j % kv.block_size), v.data(), kv.row_elems);
+    const std::vector<float> k = ReadRow(kv, KvPart::kKey, block, j % kv.block_size);
+    const std::vector<float> v = ReadRow(kv, KvPart::kValue, block, j % kv.block_size);
     double s = 0;
     for (int d = 0; d < hd; ++d) s += static_cast<double>(q[head * hd + d]) * k[kvh * hd + d];
     scores.push_back(s * shape.scale);
@@ -77,7 +88,8 @@ void RunTrial(std::mt19937& rng, tensor::DType dtype) {
   std::vector<int32_t> pool_blocks(blocks_needed);
   std::iota(pool_blocks.begin(), pool_blocks.end(), 0);
   std::shuffle(pool_blocks.begin(), pool_blocks.end(), rng);
-  kvserve::testing::SimpleKvArena arena(1, row_elems, dtype, block_size, blocks_needed);
+  kvserve::testing::SimpleKvArena arena(1, shape.num_kv_heads, shape.head_dim, dtype, block_size,
+                                        blocks_needed);
   const tensor::PagedKvView& kv = arena.view();
   std::vector<std::vector<int32_t>> tables(num_seqs);
   std::vector<AttentionSequence> seqs;
@@ -91,8 +103,8 @@ void RunTrial(std::mt19937& rng, tensor::DType dtype) {
     for (int32_t p = 0; p < starts[s]; ++p) {
       const int32_t block = tables[s][p / block_size];
       std::vector<float> k = RandomFloats(rng, row_elems), v = RandomFloats(rng, row_elems);
-      tensor::QuantizeRow(dtype, k.data(), kv.KRow(0, block, p % block_size), row_elems);
-      tensor::QuantizeRow(dtype, v.data(), kv.VRow(0, block, p % block_size), row_elems);
+      StoreKvRow(kv, 0, KvPart::kKey, block, p % block_size, k.data());
+      StoreKvRow(kv, 0, KvPart::kValue, block, p % block_size, v.data());
     }
     seqs.push_back({rows, counts[s], starts[s], tables[s]});
     rows += counts[s];

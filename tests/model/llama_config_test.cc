@@ -13,30 +13,25 @@
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
 #include "model/config.h"
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
+#include "reference_dense.h"
+#include "support/gguf_buffer.h"
 #include "support/kv_arena.h"
-#include "reference_llama.h"
 
 namespace kvserve::model {
 namespace {
 
-std::shared_ptr<const gguf::GgufFile> Parse(const gguf::GgufWriter& w) {
-  auto file = gguf::GgufFile::FromBuffer(w.Serialize());
-  CHECK(file.ok()) << file.status().ToString();
-  return std::move(file).value();
-}
-
 // Expects ReadModelConfig to fail with a message containing `needle`.
 void ExpectConfigError(const gguf::GgufWriter& w, const std::string& needle) {
-  auto config = ReadModelConfig(*Parse(w));
+  auto config = ReadModelConfig(*testing::ParseWriter(w));
   ASSERT_FALSE(config.ok()) << "expected an error about " << needle;
   EXPECT_NE(config.status().message().find(needle), std::string::npos)
       << config.status().ToString();
 }
 
-// A random llama of `spec` (model/llama_random.h) with norm weights near 1.
-struct RandomSpec : LlamaSpec {
+// A random llama of `spec` (model/dense_random.h) with norm weights near 1.
+struct RandomSpec : DenseSpec {
   uint64_t seed = 1;
   tensor::DType matrix_dtype = tensor::DType::kF32;
 };
@@ -45,7 +40,7 @@ gguf::GgufWriter Writer(const RandomSpec& spec) {
   weights.matrix_type = spec.matrix_dtype;
   weights.seed = spec.seed;
   weights.norm_spread = 0.1f;
-  Result<gguf::GgufWriter> w = LlamaRandomWriter(spec, weights);
+  Result<gguf::GgufWriter> w = DenseRandomWriter(spec, weights);
   CHECK(w.ok()) << w.status().ToString();
   return std::move(w).value();
 }
@@ -53,7 +48,7 @@ gguf::GgufWriter Writer(const RandomSpec& spec) {
 TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
   RandomSpec spec;
   spec.tied_output = true;
-  auto config = ReadModelConfig(*Parse(Writer(spec)));
+  auto config = ReadModelConfig(*testing::ParseWriter(Writer(spec)));
   ASSERT_TRUE(config.ok()) << config.status().ToString();
   EXPECT_EQ(config->dim, 64);
   EXPECT_EQ(config->head_dim, 16);
@@ -68,7 +63,7 @@ TEST(ModelConfigTest, ReadsMetadataAndDefaults) {
   w.Set("llama.rope.scaling.type", gguf::Value::Str("linear"));
   w.Set("llama.rope.scaling.factor", gguf::Value::F32(4.0f));
   w.Set("llama.rope.freq_base", gguf::Value::F32(500000.0f));
-  auto scaled = ReadModelConfig(*Parse(w));
+  auto scaled = ReadModelConfig(*testing::ParseWriter(w));
   ASSERT_TRUE(scaled.ok()) << scaled.status().ToString();
   EXPECT_EQ(scaled->rope_linear_scale, 4.0);
   EXPECT_EQ(scaled->rope_freq_base, 500000.0);
@@ -105,7 +100,7 @@ TEST(ModelConfigTest, RejectsMissingOrInconsistentMetadata) {
 
   // A missing required key: build the metadata without it.
   gguf::GgufWriter missing;
-  std::shared_ptr<const gguf::GgufFile> full = Parse(Writer({}));
+  std::shared_ptr<const gguf::GgufFile> full = testing::ParseWriter(Writer({}));
   for (const auto& [key, value] : full->metadata()) {
     if (key != "llama.embedding_length") missing.Set(key, value);
   }
@@ -130,7 +125,7 @@ gguf::GgufWriter Rebuild(const gguf::GgufFile& file, const std::string& drop,
 }
 
 TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
-  std::shared_ptr<const gguf::GgufFile> file = Parse(Writer({}));
+  std::shared_ptr<const gguf::GgufFile> file = testing::ParseWriter(Writer({}));
   ExpectConfigError(Rebuild(*file, "blk.1.ffn_up.weight", nullptr), "blk.1.ffn_up.weight");
   ExpectConfigError(Rebuild(*file, "token_embd.weight", nullptr), "token_embd.weight");
   // Norm weights must be F32.
@@ -142,7 +137,7 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
                             }),
                     "blk.0.ffn_norm.weight");
   // Missing output.weight means tied output, not an error.
-  auto tied = ReadModelConfig(*Parse(Rebuild(*file, "output.weight", nullptr)));
+  auto tied = ReadModelConfig(*testing::ParseWriter(Rebuild(*file, "output.weight", nullptr)));
   ASSERT_TRUE(tied.ok()) << tied.status().ToString();
   EXPECT_TRUE(tied->tied_output);
   // Quantized weights of every GGUF type the matmul reads are accepted.
@@ -150,23 +145,46 @@ TEST(ModelConfigTest, RejectsMissingTensorsAndUnusableDTypes) {
        {tensor::DType::kF16, tensor::DType::kBF16, tensor::DType::kQ8_0, tensor::DType::kQ4_0}) {
     RandomSpec spec;
     spec.matrix_dtype = t;
-    EXPECT_TRUE(ReadModelConfig(*Parse(Writer(spec))).ok()) << tensor::DTypeName(t);
+    EXPECT_TRUE(ReadModelConfig(*testing::ParseWriter(Writer(spec))).ok()) << tensor::DTypeName(t);
   }
+}
+
+// A tensor of a ggml type kvserve does not compute with is refused at load, naming the type by
+// ggml's name and the tensor (here the type id of blk.0.ffn_down.weight is patched to TQ2_0).
+TEST(ModelConfigTest, NamesUnsupportedGgmlTypeAndTensor) {
+  RandomSpec spec;
+  spec.ffn_dim = 256;  // TQ2_0 rows are blocks of 256
+  spec.matrix_dtype = tensor::DType::kQ8_0;
+  std::vector<uint8_t> bytes = Writer(spec).Serialize();
+  const std::string name = "blk.0.ffn_down.weight";
+  auto at = std::search(bytes.begin(), bytes.end(), name.begin(), name.end());
+  ASSERT_NE(at, bytes.end());
+  // name, u32 n_dims (2), 2 x u64 dims, then the u32 type.
+  const size_t type_at = static_cast<size_t>(at - bytes.begin()) + name.size() + 4 + 16;
+  ASSERT_EQ(bytes[type_at], 8);  // Q8_0
+  bytes[type_at] = 35;           // TQ2_0
+  auto file = gguf::GgufFile::FromBuffer(std::move(bytes));
+  ASSERT_TRUE(file.ok()) << file.status().ToString();
+  auto config = ReadModelConfig(**file);
+  ASSERT_FALSE(config.ok());
+  EXPECT_NE(config.status().message().find("tensor 'blk.0.ffn_down.weight' has ggml type tq2_0"),
+            std::string::npos)
+      << config.status().ToString();
 }
 
 // Prefill in chunks of 5, then greedy decode, against the float64 reference.
 void CompareWithReference(const RandomSpec& spec, int prompt_len, int num_decode) {
-  std::shared_ptr<const gguf::GgufFile> file = Parse(Writer(spec));
+  std::shared_ptr<const gguf::GgufFile> file = testing::ParseWriter(Writer(spec));
   LoadOptions options;
   options.max_batch_tokens = 8;
   options.max_threads = 2;
-  auto model = LlamaModel::Load(file, options);
+  auto model = DenseModel::Load(file, options);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  auto ref = model_test::ReferenceLlama::Create(*file);
+  auto ref = model_test::ReferenceDense::Create(*file);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   const ModelConfig& c = (*model)->config();
-  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()),
-                               tensor::DType::kF32, 16, 4);
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                               static_cast<int>(c.head_dim), tensor::DType::kF32, 16, 4);
   const std::vector<int32_t> table_ids = {3, 1, 0, 2};
   const std::span<const int32_t> table[] = {table_ids};
   ThreadPool pool(2);

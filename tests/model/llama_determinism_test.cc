@@ -11,8 +11,8 @@
 
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
-#include "model/llama.h"
-#include "model/llama_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
 #include "support/kv_arena.h"
 
 namespace kvserve::model {
@@ -38,7 +38,7 @@ struct SeqState {
 
 // Runs every plan together, one Forward per step; returns each plan's logits rows (after its
 // whole prompt, then after each decoded token).
-std::vector<Logits> RunPlans(LlamaModel& model, const std::vector<SeqPlan>& plans,
+std::vector<Logits> RunPlans(DenseModel& model, const std::vector<SeqPlan>& plans,
                              tensor::DType kv_dtype, int num_threads) {
   const ModelConfig& c = model.config();
   int32_t num_blocks = 0;
@@ -46,7 +46,8 @@ std::vector<Logits> RunPlans(LlamaModel& model, const std::vector<SeqPlan>& plan
     num_blocks =
         std::max(num_blocks, *std::max_element(p.block_table.begin(), p.block_table.end()) + 1);
   }
-  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.kv_row_elems()), kv_dtype,
+  testing::SimpleKvArena arena(static_cast<int>(c.num_layers), static_cast<int>(c.num_kv_heads),
+                               static_cast<int>(c.head_dim), kv_dtype,
                       4, num_blocks);
   ThreadPool pool(num_threads);
   std::vector<std::span<const int32_t>> tables;  // (plans): one KV group each
@@ -115,20 +116,20 @@ class DeterminismTest : public ::testing::TestWithParam<std::tuple<tensor::DType
 
 TEST_P(DeterminismTest, LogitsIndependentOfBatchChunkingAndThreads) {
   const auto [weight_dtype, kv_dtype] = GetParam();
-  LlamaSpec spec;
+  DenseSpec spec;
   spec.num_heads = 4;
   spec.num_kv_heads = 2;  // GQA, kv row 2 * 16 = 32 values: one block of every dtype
   RandomWeights weights;
   weights.matrix_type = weight_dtype;
   weights.norm_spread = 0.1f;
-  auto file = gguf::GgufFile::FromBuffer(LlamaRandomWriter(spec, weights)->Serialize());
+  auto file = gguf::GgufFile::FromBuffer(DenseRandomWriter(spec, weights)->Serialize());
   ASSERT_TRUE(file.ok()) << file.status().ToString();
   LoadOptions options;
   options.max_batch_tokens = 96;
   options.max_threads = 2;
-  auto loaded = LlamaModel::Load(std::move(file).value(), options);
+  auto loaded = DenseModel::Load(std::move(file).value(), options);
   ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
-  LlamaModel& model = **loaded;
+  DenseModel& model = **loaded;
   const int vocab = static_cast<int>(model.config().vocab_size);
 
   // Block size 4: 48 positions need 12 blocks. Alone: blocks 0..11; batched: scattered.

@@ -1,11 +1,13 @@
 // HybridAttention (kernels/cpu/latent_attention.h) against a naive float64 reference over dense
 // contiguous rows (quantized only as the cache stores them), including the indexer's selection,
-// its tie rule and the candidate stage.
+// its tie rule and the candidate stage; bit-identical across thread counts and SIMD targets.
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstring>
 #include <numeric>
 #include <random>
 #include <vector>
@@ -44,8 +46,8 @@ Cache MakeCache(const HybridAttentionShape& s, int tokens, bool same_keys, std::
   std::copy_n(ids.begin(), c.table.size(), c.table.begin());
   const size_t row_bytes = tensor::RowBytes(kWindowType, s.head_dim);
   c.window_buf.resize(c.num_blocks * kBlock * row_bytes);
-  c.window = {kBlock, kWindowType, s.head_dim, {{}}};
-  c.window.layers[0] = {c.window_buf.data(), c.window_buf.data(), kBlock * row_bytes, row_bytes};
+  c.window = tensor::MakePagedKvView(1, 1, s.head_dim, kWindowType, kBlock);
+  c.window.layers[0] = {c.window_buf.data(), c.window_buf.data(), kBlock * row_bytes};
   const int epb = kBlock / s.ratio;
   const size_t lat_bytes = tensor::RowBytes(kLatentType, s.head_dim);
   const size_t idx_bytes = tensor::RowBytes(kIndexType, s.index_dim);
@@ -59,7 +61,7 @@ Cache MakeCache(const HybridAttentionShape& s, int tokens, bool same_keys, std::
   for (float& x : shared_key) x = u(rng);
   for (int p = 0; p < tokens; ++p) {
     for (float& x : v) x = u(rng);
-    std::byte* dst = c.window.KRow(0, c.table[p / kBlock], p % kBlock);
+    std::byte* dst = c.window.KSegment(0, c.table[p / kBlock], p % kBlock, 0);
     tensor::QuantizeRow(kWindowType, v.data(), dst, s.head_dim);
     tensor::DequantizeRow(kWindowType, dst, back.data(), s.head_dim);
     c.rows.emplace_back(back.begin(), back.end());
@@ -195,6 +197,17 @@ void CheckAgainstReference(const HybridAttentionShape& s, int tokens, bool same_
   HybridAttention(s, c.window, 0, &c.latent, 0, seqs, in.q.data(), in.q_idx.data(), in.w.data(),
                   out3.data(), three, scratch);
   EXPECT_EQ(out, out3) << "thread count changed the result";
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {  // and no SIMD target does
+    hwy::SetSupportedTargetsForTest(target);
+    hwy::SupportedTargets();
+    std::vector<float> other(in.q.size());
+    HybridAttention(s, c.window, 0, &c.latent, 0, seqs, in.q.data(), in.q_idx.data(), in.w.data(),
+                    other.data(), three, scratch);
+    EXPECT_EQ(std::memcmp(other.data(), out.data(), out.size() * sizeof(float)), 0)
+        << "SIMD target " << hwy::TargetName(target) << " changed the result";
+  }
+  hwy::SetSupportedTargetsForTest(0);
+  hwy::SupportedTargets();
   std::vector<int32_t> selected(s.top_k);
   int num_selections = 0;
   for (int r = 0; r < rows; ++r) {

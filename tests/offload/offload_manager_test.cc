@@ -5,6 +5,7 @@
 #include <cstring>
 #include <map>
 #include <numeric>
+#include <thread>
 
 #include "kv/kv_cache_manager.h"
 #include "offload/redis_server.h"
@@ -27,6 +28,24 @@ OffloadConfig Config(uint64_t cpu_bytes, const std::string& root_dir = "", int r
   return c;
 }
 
+// A load's outcome and the buffers it filled (one per key, the group's block size).
+struct Loaded {
+  LoadResult result;
+  std::vector<Bytes> blocks;
+};
+
+Loaded Load(OffloadManager& m, const std::vector<BlockKey>& keys) {
+  Loaded out;
+  out.blocks.resize(keys.size());
+  std::vector<LoadTarget> targets;
+  for (size_t i = 0; i < keys.size(); ++i) {
+    out.blocks[i].resize(m.identity().group_block_bytes.at(keys[i].group));
+    targets.push_back({keys[i], out.blocks[i]});
+  }
+  out.result = m.LoadAsync(std::move(targets)).Get();
+  return out;
+}
+
 std::vector<BlockKey> Keys(int n) {
   std::vector<BlockKey> keys;
   for (int i = 0; i < n; ++i) keys.push_back(Key(i));
@@ -45,27 +64,53 @@ TEST(OffloadManagerTest, CpuThenFileAndRestart) {
     EXPECT_EQ(m->file_tier()->num_indexed(), 10u);
     std::vector<BlockKey> keys = Keys(10);
     EXPECT_EQ(m->CountAvailable(keys), 10u);
-    LoadResult r = m->LoadAsync(keys).get();
-    ASSERT_EQ(r.num_loaded, 10u);
-    for (int i = 0; i < 10; ++i) EXPECT_EQ(*r.payloads[i], PayloadFor(id, i)) << i;
-    EXPECT_EQ(r.blocks_per_tier[0] + r.blocks_per_tier[1], 10);
-    EXPECT_GE(r.blocks_per_tier[1], 6);
+    Loaded r = Load(*m, keys);
+    ASSERT_EQ(r.result.num_loaded, 10u);
+    for (int i = 0; i < 10; ++i) EXPECT_EQ(r.blocks[i], PayloadFor(id, i)) << i;
+    EXPECT_EQ(r.result.blocks_per_tier[0] + r.result.blocks_per_tier[1], 10);
+    EXPECT_GE(r.result.blocks_per_tier[1], 6);
   }
   // Restart: a new manager on the same directory serves every block from files.
   auto m = OffloadManager::Create(Config(64 * 256, dir.path()), id);
   std::vector<BlockKey> keys = Keys(12);
   EXPECT_EQ(m->CountAvailable(keys), 10u);
-  LoadResult r = m->LoadAsync(keys).get();
-  ASSERT_EQ(r.num_loaded, 10u);
-  EXPECT_EQ(r.blocks_per_tier[static_cast<int>(TierKind::kFile)], 10);
-  for (int i = 0; i < 10; ++i) EXPECT_EQ(*r.payloads[i], PayloadFor(id, i));
-  EXPECT_EQ(r.payloads[10], nullptr);
+  Loaded r = Load(*m, keys);
+  ASSERT_EQ(r.result.num_loaded, 10u);
+  EXPECT_EQ(r.result.blocks_per_tier[static_cast<int>(TierKind::kFile)], 10);
+  for (int i = 0; i < 10; ++i) EXPECT_EQ(r.blocks[i], PayloadFor(id, i));
   // Loaded blocks were promoted: the second load is all CPU.
-  LoadResult again = m->LoadAsync(Keys(10)).get();
-  EXPECT_EQ(again.blocks_per_tier[static_cast<int>(TierKind::kCpu)], 10);
+  Loaded again = Load(*m, Keys(10));
+  EXPECT_EQ(again.result.blocks_per_tier[static_cast<int>(TierKind::kCpu)], 10);
   const std::string text = m->PrometheusText();
   EXPECT_NE(text.find("kvserve:offload_hits_total{tier=\"file\"} 10"), std::string::npos) << text;
   EXPECT_NE(text.find("kvserve:offload_hits_total{tier=\"cpu\"} 10"), std::string::npos) << text;
+}
+
+// The read threads write straight into the caller's buffers; once Cancel returns they write
+// nothing more (an aborted request's device blocks may be reused at once).
+TEST(OffloadManagerTest, CancelledLoadWritesNothingAfterCancelReturns) {
+  ScratchDir dir("cancel");
+  const RecordIdentity id = TestIdentity();
+  auto m = OffloadManager::Create(Config(0, dir.path()), id);
+  constexpr int kBlocks = 400;
+  for (int i = 0; i < kBlocks; ++i) m->Store(Key(i), PayloadFor(id, i));
+  m->Flush();
+  for (int round = 0; round < 5; ++round) {
+    std::vector<Bytes> blocks(kBlocks, Bytes(id.group_block_bytes[0], std::byte{0}));
+    std::vector<LoadTarget> targets;
+    for (int i = 0; i < kBlocks; ++i) targets.push_back({Key(i), blocks[i]});
+    PendingLoad load = m->LoadAsync(std::move(targets));
+    load.Cancel();
+    const std::vector<Bytes> at_cancel = blocks;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    EXPECT_EQ(blocks, at_cancel) << "round " << round;
+    // Whatever did arrive before the cancel is a whole, checked block or untouched zeros.
+    for (int i = 0; i < kBlocks; ++i) {
+      if (blocks[i] != Bytes(blocks[i].size(), std::byte{0})) {
+        EXPECT_EQ(blocks[i], PayloadFor(id, i)) << i;
+      }
+    }
+  }
 }
 
 // A hole in the run: the load stops at the first block no tier can serve.
@@ -76,8 +121,8 @@ TEST(OffloadManagerTest, LoadStopsAtTheFirstMissingOrCorruptBlock) {
   for (int i = 0; i < 6; ++i) m->Store(Key(i), PayloadFor(id, i));
   m->Flush();
   ASSERT_EQ(::truncate(m->file_tier()->PathFor(Key(3)).c_str(), 100), 0);
-  LoadResult r = m->LoadAsync(Keys(6)).get();
-  EXPECT_EQ(r.num_loaded, 3u);
+  Loaded r = Load(*m, Keys(6));
+  EXPECT_EQ(r.result.num_loaded, 3u);
   EXPECT_EQ(m->file_tier()->Stats().failed_checksums, 1);
   EXPECT_EQ(m->CountAvailable(Keys(6)), 3u);
 }
@@ -88,9 +133,9 @@ TEST(OffloadManagerTest, UnusableFileTierIsServedAround) {
   for (int i = 0; i < 16; ++i) m->Store(Key(i), PayloadFor(id, i));
   m->Flush();
   EXPECT_GT(m->file_tier()->Stats().errors, 0);
-  LoadResult r = m->LoadAsync({Key(15)}).get();
-  ASSERT_EQ(r.num_loaded, 1u);
-  EXPECT_EQ(*r.payloads[0], PayloadFor(id, 15));
+  Loaded r = Load(*m, std::vector<BlockKey>{Key(15)});
+  ASSERT_EQ(r.result.num_loaded, 1u);
+  EXPECT_EQ(r.blocks[0], PayloadFor(id, 15));
 }
 
 TEST(OffloadManagerTest, RedisSharedBetweenTwoManagers) {
@@ -103,14 +148,14 @@ TEST(OffloadManagerTest, RedisSharedBetweenTwoManagers) {
   first->Flush();
   auto second = OffloadManager::Create(Config(1 << 20, "", server.port()), id);
   EXPECT_EQ(second->CountAvailable(Keys(9)), 8u);
-  LoadResult r = second->LoadAsync(Keys(8)).get();
-  ASSERT_EQ(r.num_loaded, 8u);
-  EXPECT_EQ(r.blocks_per_tier[static_cast<int>(TierKind::kRedis)], 8);
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(*r.payloads[i], PayloadFor(id, i));
+  Loaded r = Load(*second, Keys(8));
+  ASSERT_EQ(r.result.num_loaded, 8u);
+  EXPECT_EQ(r.result.blocks_per_tier[static_cast<int>(TierKind::kRedis)], 8);
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(r.blocks[i], PayloadFor(id, i));
   server.Kill();  // a dead Redis: misses and counted errors, never a crash
   auto third = OffloadManager::Create(Config(1 << 20, "", server.port()), id);
   EXPECT_EQ(third->CountAvailable(Keys(8)), 0u);
-  EXPECT_EQ(third->LoadAsync(Keys(8)).get().num_loaded, 0u);
+  EXPECT_EQ(Load(*third, Keys(8)).result.num_loaded, 0u);
   third->Store(Key(1), PayloadFor(id, 1));
   third->Flush();
   EXPECT_GT(third->redis_tier()->Stats().errors, 0);
@@ -168,9 +213,9 @@ TEST(OffloadManagerTest, KvBytesAfterReloadEqualTheOriginal) {
     std::vector<BlockKey> keys;
     for (const kv::BlockHash& h : hashes) keys.push_back({h, g});
     EXPECT_EQ(m->CountAvailable(keys), 4u) << "group " << g;
-    LoadResult r = m->LoadAsync(keys).get();
-    ASSERT_EQ(r.num_loaded, 4u);
-    for (int b = 0; b < 4; ++b) EXPECT_EQ(*r.payloads[b], (original[{g, b}])) << g << "," << b;
+    Loaded r = Load(*m, keys);
+    ASSERT_EQ(r.result.num_loaded, 4u);
+    for (int b = 0; b < 4; ++b) EXPECT_EQ(r.blocks[b], (original[{g, b}])) << g << "," << b;
   }
 }
 

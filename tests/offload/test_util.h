@@ -36,7 +36,7 @@ class ScratchDir {
 // Two groups: 256-byte blocks and 96-byte blocks, block size 16.
 inline RecordIdentity TestIdentity(const std::string& weights = "w0") {
   RecordIdentity id;
-  id.fingerprint = "kvserve-kv-v1|arch=test|weights=" + weights + "|kv=f32|block=16";
+  id.fingerprint = "kvserve-kv-v2|arch=test|weights=" + weights + "|kv=f32|block=16";
   id.group_specs = {"full_attention(kv_heads=1,head_dim=8,dtype=f32) x2 layers",
                     "sliding_window(window=32,kv_heads=1,head_dim=3,dtype=f32) x1 layers"};
   id.group_block_bytes = {256, 96};

@@ -8,6 +8,9 @@
 
 #include "core/units.h"
 #include "kv/config.h"
+#include "model/config.h"
+#include "model/dense_random.h"
+#include "model/deepseek2_random.h"
 #include "model/kv_layout.h"
 #include "model/v41_random_model.h"
 #include "planner/gguf_model.h"
@@ -108,6 +111,76 @@ TEST(GgufKvConfig, FlashShapeGgufMatchesThePreset) {
     EXPECT_EQ(ca->groups[g].num_blocks, cb->groups[g].num_blocks) << g;
     EXPECT_EQ(ca->groups[g].block_bytes, cb->groups[g].block_bytes) << g;
   }
+}
+
+// Gemma 3's 5:1 pattern: the planner sees the server's two groups, the global layers full and
+// the others sliding over the file's window, and plans exactly the server's config.
+TEST(GgufKvConfig, Gemma3SlidingAndFullGroups) {
+  const std::string path =
+      (fs::temp_directory_path() / ("kvserve_gguf_gemma3_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  Result<model::DenseSpec> spec = model::FindDensePreset("gemma3", "tiny");
+  ASSERT_TRUE(spec.ok());
+  model::RandomWeights weights;
+  weights.matrix_type = DType::kQ8_0;
+  ASSERT_TRUE(model::DenseRandomWriter(*spec, weights)->Write(path).ok());
+  Result<ModelDesc> model = LoadGgufModel(path);
+  auto file = gguf::GgufFile::Open(path);
+  fs::remove(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ASSERT_TRUE(file.ok());
+  ASSERT_EQ(model->kv_groups.size(), 2u);
+  EXPECT_EQ(model->kv_groups[0].name, "full");
+  EXPECT_EQ(model->kv_groups[0].layers, std::vector<int>{5});
+  EXPECT_EQ(model->kv_groups[1].name, "sliding");
+  EXPECT_EQ(FormatLayerList(model->kv_groups[1].layers), "0-4,6-7");
+  EXPECT_EQ(std::get<kv::SlidingWindow>(model->kv_groups[1].spec).window, 16);
+  EXPECT_EQ(std::get<kv::SlidingWindow>(model->kv_groups[1].spec).head_dim, 64);
+  for (const char* flag : {"auto", "fp8"}) {
+    Result<model::ModelKvLayout> layout = model::MakeModelKvLayout(**file, {flag, 16, 1024, 256});
+    ASSERT_TRUE(layout.ok()) << layout.status().ToString();
+    Result<kv::KvCacheConfig> planned = PlanKvConfig(*model, 1, 16, 1024, 256, flag);
+    ASSERT_TRUE(planned.ok()) << planned.status().ToString();
+    ExpectSameConfig(*planned, layout->config);
+  }
+  // One KV head: replicated under TP.
+  Result<kv::KvCacheConfig> tp2 = PlanKvConfig(*model, 2, 16, 1024, 256, "auto");
+  ASSERT_TRUE(tp2.ok()) << tp2.status().ToString();
+  EXPECT_EQ(std::get<kv::FullAttention>(tp2->groups[0].spec).num_kv_heads, 1);
+}
+
+// The DeepSeek-V3 shape as a deepseek2 GGUF (make-model --arch deepseek2 --preset deepseek-v3,
+// metadata only) plans the same latent KV as the hand-written preset (BF16 latents: 61 layers x
+// 576 dims x 2 B = 70272 B per token, replicated on every TP rank), and MakeModelKvLayout (what
+// serve allocates) is that config.
+TEST(GgufKvConfig, DeepseekV3ShapeGgufMatchesThePreset) {
+  const std::string path =
+      (fs::temp_directory_path() / ("kvserve_dsv3_" + std::to_string(getpid()) + ".gguf")).string();
+  Result<model::Deepseek2Spec> spec = model::FindDeepseek2Preset("deepseek-v3");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(model::Deepseek2RandomWriter(*spec, model::RandomWeights{})->Write(path).ok());
+  Result<ModelDesc> gguf = LoadGgufModel(path);
+  auto file = gguf::GgufFile::Open(path);
+  fs::remove(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  ASSERT_TRUE(file.ok());
+  Result<ModelDesc> preset = LoadModelPreset("deepseek-v3");
+  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+  const uint64_t pool = 41440717538;  // `plan --model deepseek-v3 --gpu h200 --tp 8`'s pool
+  Result<kv::KvCacheConfig> a = PlanKvConfig(*gguf, 8, 16, 163840, 8192, "bf16");
+  Result<kv::KvCacheConfig> b = PlanKvConfig(*preset, 8, 16, 163840, 8192, "auto");
+  ASSERT_TRUE(a.ok() && b.ok());
+  model::KvLayoutOptions options{"bf16", 16, 163840, 8192};
+  Result<model::ModelKvLayout> served = model::MakeModelKvLayout(**file, options);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  ExpectSameConfig(*a, served->config);
+  Result<kv::KvCapacity> ca = kv::ComputeCapacity(*a, pool);
+  Result<kv::KvCapacity> cb = kv::ComputeCapacity(*b, pool);
+  ASSERT_TRUE(ca.ok() && cb.ok());
+  EXPECT_EQ(ca->bytes_per_token, 70272.0);
+  EXPECT_EQ(cb->bytes_per_token, 70272.0);
+  EXPECT_EQ(ca->num_tokens, cb->num_tokens);
+  EXPECT_EQ(ca->num_tokens, 589696);
 }
 
 TEST(GgufKvConfig, Stories260KDtypeAndTp) {

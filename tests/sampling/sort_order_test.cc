@@ -1,5 +1,7 @@
-// The sampler's distribution order on a large vocabulary (where it radix-sorts) must equal a
-// plain sort by (logit descending, token ascending): ties, -0 / +0, infinities and NaN included.
+// The sampler's distribution order on a large vocabulary (where it bucket- or radix-sorts) must
+// equal a plain sort by (logit descending, token ascending): ties, -0 / +0, infinities and NaN
+// included. And the whole sampler must agree bit for bit with sampler.h's pipeline written
+// plainly (below): the same distribution and, for every seed and position, the same token.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <random>
 #include <vector>
 
+#include "sampling/rng.h"
 #include "sampling/sampler.h"
 
 namespace kvserve::sampling {
@@ -41,6 +44,109 @@ TEST(SamplerSortOrderTest, LargeVocabularyMatchesReferenceOrder) {
     const std::span<const Candidate> dist = sampler.Distribution(logits, params, TokenHistory{});
     ASSERT_EQ(dist.size(), want.size());
     for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(dist[i].token, want[i]) << "rank " << i;
+  }
+}
+
+struct Reference {
+  std::vector<Candidate> dist;
+  double total = 0.0;  // the probs summed in order
+};
+
+// sampler.h's pipeline as first written: one std::sort by MoreLikely, probs exp(l - max) / sum
+// in candidate order, top-p, and (in ReferenceToken) a linear inverse-CDF scan.
+Reference ReferenceDistribution(std::vector<float> logits, const SamplingParams& params) {
+  Reference r;
+  if (params.IsGreedy()) {
+    int32_t best = 0;
+    float best_logit = -std::numeric_limits<float>::infinity();
+    for (size_t i = 0; i < logits.size(); ++i) {
+      if (logits[i] > best_logit) best_logit = logits[i], best = static_cast<int32_t>(i);
+    }
+    r.dist.push_back({best, logits[best], 1.0});
+    return r;
+  }
+  for (float& l : logits) l /= params.temperature;
+  float max_logit = -std::numeric_limits<float>::infinity();
+  for (float l : logits) {
+    if (std::isfinite(l) && l > max_logit) max_logit = l;
+  }
+  for (size_t i = 0; i < logits.size(); ++i) {
+    const float l = logits[i];
+    if (!std::isfinite(l)) continue;
+    if (params.min_p > 0 && std::exp(static_cast<double>(l) - max_logit) < params.min_p) continue;
+    r.dist.push_back({static_cast<int32_t>(i), l, 0.0});
+  }
+  std::sort(r.dist.begin(), r.dist.end(), [](const Candidate& a, const Candidate& b) {
+    return a.logit > b.logit || (a.logit == b.logit && a.token < b.token);
+  });
+  if (params.top_k > 0 && static_cast<size_t>(params.top_k) < r.dist.size()) {
+    r.dist.resize(params.top_k);
+  }
+  auto normalise = [&](size_t count) {
+    r.dist.resize(count);
+    double sum = 0.0;
+    for (Candidate& c : r.dist) sum += (c.prob = std::exp(static_cast<double>(c.logit) - r.dist[0].logit));
+    r.total = 0.0;
+    for (Candidate& c : r.dist) r.total += (c.prob /= sum);
+  };
+  normalise(r.dist.size());
+  if (params.top_p < 1.0f) {
+    double before = 0.0;
+    size_t keep = r.dist.size();
+    for (size_t i = 0; i < r.dist.size(); ++i) {
+      if (before >= params.top_p) {
+        keep = i;
+        break;
+      }
+      before += r.dist[i].prob;
+    }
+    normalise(keep);
+  }
+  return r;
+}
+
+int32_t ReferenceToken(const Reference& r, uint64_t seed, int64_t position) {
+  const double target = UniformDouble(seed, position) * r.total;
+  double cumulative = 0.0;
+  for (const Candidate& c : r.dist) {
+    if (target < (cumulative += c.prob)) return c.token;
+  }
+  return r.dist.back().token;
+}
+
+TEST(SamplerSortOrderTest, SameDistributionAndDrawsAsThePlainPipeline) {
+  constexpr int32_t kVocab = 151936;  // Qwen2/Qwen3
+  std::mt19937 rng(5);
+  Sampler sampler(kVocab);
+  std::vector<int32_t> prompt(40);
+  for (int32_t& t : prompt) t = static_cast<int32_t>(rng() % kVocab);
+  for (int shape = 0; shape < 4; ++shape) {
+    std::normal_distribution<float> normal(0.0f, shape == 1 ? 8.0f : 2.0f);
+    std::vector<float> logits(kVocab);
+    for (float& l : logits) {
+      l = normal(rng);
+      if (shape == 2) l = std::round(l * 4.0f) * 0.25f;  // many ties
+      if (shape == 3 && rng() % 50 == 0) l = -std::numeric_limits<float>::infinity();
+    }
+    for (int setting = 0; setting < 6; ++setting) {
+      SamplingParams p;
+      p.temperature = std::vector<float>{1.0f, 0.7f, 1.3f, 1.0f, 1.0f, 0.0f}[setting];
+      if (setting == 3) p.top_p = 0.9f, p.min_p = 0.01f;
+      if (setting == 4) p.top_k = 50;
+      const Reference want = ReferenceDistribution(logits, p);
+      const std::span<const Candidate> got = sampler.Distribution(logits, p, TokenHistory{});
+      ASSERT_EQ(got.size(), want.dist.size()) << shape << "/" << setting;
+      for (size_t i = 0; i < got.size(); ++i) {
+        ASSERT_EQ(got[i].token, want.dist[i].token) << shape << "/" << setting << " rank " << i;
+        ASSERT_EQ(got[i].prob, want.dist[i].prob) << shape << "/" << setting << " rank " << i;
+      }
+      for (int64_t position = 40; position < 60; ++position) {
+        std::vector<int32_t> generated(position - 40, 1);
+        const SampleResult r = sampler.Sample(logits, p, {prompt, generated}, 1234 + shape);
+        ASSERT_EQ(r.token, ReferenceToken(want, 1234 + shape, position))
+            << shape << "/" << setting << " position " << position;
+      }
+    }
   }
 }
 

@@ -124,6 +124,9 @@ TEST_F(LowerTierTest, ShortLoadRegistersWhatArrivedAndRecomputesTheRest) {
   EXPECT_EQ(a->num_computed_tokens, 4);  // block 0 from the device cache, no second load
   EXPECT_EQ(a->num_scheduled_tokens, 9);
   EXPECT_TRUE(connector_.started.empty());
+  // The block that did arrive was loaded from a tier: kvserve:prefix_cache_loaded_total counts
+  // it (issue 19: it stayed 0 when a load came up short).
+  EXPECT_EQ(scheduler_->Stats().prefix_loaded_tokens, 4);
   ASSERT_TRUE(kv_->CheckIntegrity().ok());
 }
 
@@ -137,6 +140,36 @@ TEST_F(LowerTierTest, AbortWhileLoadingCancelsAndFrees) {
   EXPECT_FALSE(scheduler_->HasUnfinished());
   EXPECT_EQ(kv_->pool(0).NumFreeBlocks(), kv_->pool(0).NumUsableBlocks());
   ASSERT_TRUE(kv_->CheckIntegrity().ok());
+}
+
+// The last running request is not failed for blocks a tier load holds (`kvserve simulate`
+// found it; the engine did the same): it waits while the load runs, then takes back the blocks
+// of the request the load parked, and both finish.
+TEST_F(LowerTierTest, TheLastRunningRequestWaitsForBlocksALoadHolds) {
+  std::vector<TokenId> long_prompt(40);  // 10 of the 16 blocks; grows to 64 tokens, all 16
+  for (int i = 0; i < 40; ++i) long_prompt[i] = 500 + i;
+  scheduler_->AddRequest({1, long_prompt, 24, ""});
+  SchedulerOutput out = scheduler_->Schedule();
+  scheduler_->UpdateFromOutput(out, std::vector<SampledToken>{{1, 7, false}});
+  Add(2, HeldPrompt());  // its load holds 3 device blocks
+  int waits = 0;
+  for (int step = 0; step < 100 && scheduler_->HasUnfinished(); ++step) {
+    out = scheduler_->Schedule();
+    ASSERT_TRUE(out.finished.empty()) << out.finished.front().message;
+    ASSERT_TRUE(kv_->CheckIntegrity().ok());
+    if (out.scheduled.empty()) {  // request 1 waits for blocks a load holds
+      ++waits;
+      connector_.Finish(2, connector_.started.at(2).size());
+      continue;
+    }
+    std::vector<SampledToken> sampled;
+    for (const ScheduledRequest& s : out.scheduled) {
+      if (s.needs_sample) sampled.push_back({s.id, 7, false});
+    }
+    scheduler_->UpdateFromOutput(out, sampled);
+  }
+  EXPECT_GT(waits, 0);
+  EXPECT_FALSE(scheduler_->HasUnfinished());  // both finished (neither with an error)
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -93,6 +94,35 @@ TEST(ChatTemplateTest, Llama31) {
                kWithSystem, expected);
   ExpectRender("meta-llama-Llama-3.3-70B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>",
                kWithSystem, expected);
+  // 3.2 asks strftime_now for today's date, as HF and llama.cpp render it.
+  char today[32];
+  const std::time_t now = std::time(nullptr);
+  std::tm local{};
+  localtime_r(&now, &local);
+  std::string with_today = expected;
+  with_today.replace(with_today.find("26 Jul 2024"), 11,
+                     std::string(today, std::strftime(today, sizeof(today), "%d %b %Y", &local)));
+  ExpectRender("meta-llama-Llama-3.2-3B-Instruct.jinja", "<|begin_of_text|>", "<|eot_id|>",
+               kWithSystem, with_today);
+}
+
+// Qwen3's template (not in ../shared; its reasoning rule in short): answers before the last
+// user turn keep only what follows "</think>".
+TEST(ChatTemplateTest, Qwen3DropsReasoningOfPastAnswers) {
+  const char* jinja =
+      "{%- for message in messages %}{%- if message.role == 'assistant' and '</think>' in "
+      "message.content %}{%- set content = message.content.split('</think>')[-1].lstrip('\\n') "
+      "%}{%- endif %}<|im_start|>...{%- endfor %}";
+  ChatTemplate t = ChatTemplate::FromJinja(jinja, "", "<|im_end|>");
+  ASSERT_EQ(t.family(), ChatTemplateFamily::kChatMl);
+  Result<std::string> out = t.Apply(
+      std::vector<ChatMessage>{
+          {"user", "Q"}, {"assistant", "<think>\nhmm\n</think>\n\nA"}, {"user", "Q2"}},
+      true);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(*out,
+            "<|im_start|>user\nQ<|im_end|>\n<|im_start|>assistant\nA<|im_end|>\n"
+            "<|im_start|>user\nQ2<|im_end|>\n<|im_start|>assistant\n");
 }
 
 TEST(ChatTemplateTest, MistralNemo) {
@@ -108,6 +138,8 @@ TEST(ChatTemplateTest, DeepSeekR1) {
                "<｜end▁of▁sentence｜>", kWithSystem, expected);
   ExpectRender("llama-cpp-deepseek-r1.jinja", "<｜begin▁of▁sentence｜>", "<｜end▁of▁sentence｜>",
                kWithSystem, expected);
+  ExpectRender("deepseek-ai-DeepSeek-R1-Distill-Qwen-32B.jinja", "<｜begin▁of▁sentence｜>",
+               "<｜end▁of▁sentence｜>", kWithSystem, expected);
 }
 
 TEST(ChatTemplateTest, DeepSeekDropsReasoningOfPastAnswers) {

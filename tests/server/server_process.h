@@ -23,6 +23,7 @@ class ServerProcess {
   // Sends SIGTERM without waiting.
   void Terminate();
   int port() const { return port_; }
+  int pid() const { return pid_; }
   const std::string& error() const { return error_; }
   std::string Log() const;
 

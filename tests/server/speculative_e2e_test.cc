@@ -26,12 +26,14 @@ TEST(SpeculativeE2eTest, ServesTheSameCompletionsAsWithoutSpeculation) {
       << spec.error() << spec.Log();
   const std::vector<json> bodies = {
       {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"temperature", 0}, {"logprobs", 2}},
-      {{"prompt", "Lily and Ben"}, {"max_tokens", 48}, {"temperature", 0.8}, {"top_p", 0.9},
-       {"seed", 3}, {"logprobs", 1}},
-      {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"temperature", 0},
-       {"stop", {"park"}}},
-      {{"prompt", "The cat"}, {"max_tokens", 40}, {"temperature", 0.7}, {"seed", 9},
-       {"n", 2}}};
+      {{"prompt", "Lily and Ben"},
+       {"max_tokens", 48},
+       {"temperature", 0.8},
+       {"top_p", 0.9},
+       {"seed", 3},
+       {"logprobs", 1}},
+      {{"prompt", "Once upon a time"}, {"max_tokens", 64}, {"temperature", 0}, {"stop", {"park"}}},
+      {{"prompt", "The cat"}, {"max_tokens", 40}, {"temperature", 0.7}, {"seed", 9}, {"n", 2}}};
   for (json body : bodies) {
     body["model"] = "stories";
     const Reply want = Post(plain.port(), "/v1/completions", body);

@@ -43,7 +43,7 @@ inline uint64_t Mix(uint64_t x) {
 
 inline uint64_t* KSlot(const tensor::PagedKvView& kv, std::span<const int32_t> table, int64_t pos) {
   const int32_t block = table[pos / kv.block_size];
-  return reinterpret_cast<uint64_t*>(kv.KRow(0, block, static_cast<int>(pos % kv.block_size)));
+  return reinterpret_cast<uint64_t*>(kv.KSegment(0, block, static_cast<int>(pos % kv.block_size), 0));
 }
 
 }  // namespace fake_model_internal
@@ -51,7 +51,7 @@ inline uint64_t* KSlot(const tensor::PagedKvView& kv, std::span<const int32_t> t
 inline void FakeModel::Forward(const model::Batch& batch, const model::KvViews& views,
                                ThreadPool& pool, float* logits) {
   const tensor::PagedKvView& kv = views.paged.at(0);
-  CHECK_GE(tensor::RowBytes(kv.dtype, kv.row_elems), 8) << "FakeModel needs 8-byte K rows";
+  CHECK_GE(kv.segment_bytes, 8u) << "FakeModel needs 8-byte K segments";
   int64_t row = 0;
   for (const model::SequenceInput& seq : batch.sequences) {
     const std::span<const int32_t> table = seq.block_tables[0];
@@ -60,9 +60,9 @@ inline void FakeModel::Forward(const model::Batch& batch, const model::KvViews& 
     const size_t first_logit = seq.tokens.size() - static_cast<size_t>(seq.num_logits);
     for (size_t i = 0; i < seq.tokens.size(); ++i) {
       const int64_t pos = seq.start_pos + static_cast<int64_t>(i);
-      h = fake_model_internal::Mix(
-          h ^ fake_model_internal::Mix(static_cast<uint64_t>(seq.tokens[i]) +
-                                       (static_cast<uint64_t>(pos) << 32)));
+      h = fake_model_internal::Mix(h ^
+                                   fake_model_internal::Mix(static_cast<uint64_t>(seq.tokens[i]) +
+                                                            (static_cast<uint64_t>(pos) << 32)));
       *fake_model_internal::KSlot(kv, table, pos) = h;
       if (i < first_logit) continue;
       float* out = logits + row * vocab_size_;

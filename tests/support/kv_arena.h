@@ -1,9 +1,10 @@
 // Test and benchmark support: a fixed KV arena for running a model without the KV manager.
 //
 // SimpleKvArena owns, for every layer, one K and one V buffer of num_blocks blocks of
-// block_size token rows, each row RowBytes(dtype, row_elems) bytes (padded to 4). Never grows.
-// views() describes it as the one paged group of a model::KvViews. Not thread-safe; the views
-// stay valid while the arena lives.
+// block_size token rows of num_kv_heads x head_dim values, laid out head-major like the KV
+// manager's arenas (tensor/kv_view.h). Never grows. views() describes it as the paged groups of
+// a model::KvViews: `num_groups` views of the same storage (each model layer is in one group, so
+// they never collide). Not thread-safe; the views stay valid while the arena lives.
 #pragma once
 
 #include <cstddef>
@@ -20,33 +21,28 @@ namespace kvserve::testing {
 
 class SimpleKvArena {
  public:
-  SimpleKvArena(int num_layers, int row_elems, tensor::DType dtype, int block_size,
-                int32_t num_blocks)
+  SimpleKvArena(int num_layers, int num_kv_heads, int head_dim, tensor::DType dtype,
+                int block_size, int32_t num_blocks, int num_groups = 1)
       : num_blocks_(num_blocks) {
     CHECK_GT(num_layers, 0);
     CHECK_GT(block_size, 0);
     CHECK_GT(num_blocks, 0);
+    const int row_elems = num_kv_heads * head_dim;
     CHECK(tensor::IsValidRowLength(dtype, row_elems)) << "row of " << row_elems << " values";
-    // Rows are padded to 4 bytes so that F32 rows stay aligned for direct reads.
-    const size_t row_bytes = static_cast<size_t>(tensor::RowBytes(dtype, row_elems));
-    const size_t token_stride = (row_bytes + 3) / 4 * 4;
-    const size_t block_stride = token_stride * block_size;
+    tensor::PagedKvView view =
+        tensor::MakePagedKvView(num_layers, num_kv_heads, head_dim, dtype, block_size);
+    const size_t block_stride =
+        static_cast<size_t>(tensor::RowBytes(dtype, row_elems)) * block_size;
     const size_t half = block_stride * num_blocks;  // one of K or V of one layer
     storage_.assign(half * 2 * num_layers, std::byte{0});
-    tensor::PagedKvView view;
-    view.block_size = block_size;
-    view.dtype = dtype;
-    view.row_elems = row_elems;
-    view.layers.resize(num_layers);
     for (int l = 0; l < num_layers; ++l) {
       tensor::PagedKvLayer& layer = view.layers[l];
       layer.k_base = storage_.data() + half * (2 * l);
       layer.v_base = storage_.data() + half * (2 * l + 1);
       layer.block_stride_bytes = block_stride;
-      layer.token_stride_bytes = token_stride;
     }
-    views_.paged = {view};
-    views_.latent.resize(1);
+    views_.paged.assign(num_groups, view);
+    views_.latent.resize(num_groups);
   }
 
   const tensor::PagedKvView& view() const { return views_.paged[0]; }
@@ -56,7 +52,7 @@ class SimpleKvArena {
 
  private:
   int32_t num_blocks_;
-  std::vector<std::byte> storage_;  // (layer, {K, V}, block, slot, row bytes)
+  std::vector<std::byte> storage_;  // (layer, {K, V}, block, segment, slot, segment bytes)
   model::KvViews views_;
 };
 

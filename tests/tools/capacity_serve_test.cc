@@ -1,7 +1,7 @@
 // One source of truth, end to end: for each local model (stories260K, the make-model 110m
-// preset, the kvserve-v41 mini preset) and several KV budgets, the token capacity and blocks
-// per group that the real `kvserve serve` allocates at startup equal what `kvserve plan` and
-// `kvserve inspect` print for the same budget.
+// preset, the kvserve-v41 mini preset, the gemma2 and gemma3 tiny presets) and several KV
+// budgets, the token capacity and blocks per group that the real `kvserve serve` allocates at
+// startup equal what `kvserve plan` and `kvserve inspect` print for the same budget.
 //
 // Each case starts `kvserve serve MODEL --kv-cache-memory-bytes B` (ServerProcess), waits for
 // a 200 from /health, stops it with SIGTERM, and parses its startup log
@@ -198,6 +198,19 @@ TEST_F(CapacityServeTest, V41Mini) {
   const std::string path = MakeModel("--arch kvserve-v41 --preset mini --seed 3", "v41-mini.gguf");
   for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7, uint64_t{64} << 20}) {
     ExpectServePlanInspectAgree(path, budget);
+  }
+}
+
+// Gemma: the sliding-window layers form one group (blocks for the window and the prefill chunk
+// per sequence), the global layers a full group (bytes per token); gemma3 tiny has layers 0-4
+// and 6-7 sliding over 16 tokens and layer 5 global, gemma2 tiny alternates them.
+TEST_F(CapacityServeTest, GemmaTiny) {
+  for (const char* arch : {"gemma3", "gemma2"}) {
+    const std::string path = MakeModel(std::string("--arch ") + arch + " --preset tiny --seed 3",
+                                       std::string(arch) + "-tiny.gguf");
+    for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7}) {
+      ExpectServePlanInspectAgree(path, budget);
+    }
   }
 }
 

@@ -190,6 +190,36 @@ TEST_F(ToolsTest, MakeModelTinyInEveryType) {
   }
 }
 
+// llama.cpp's quantize mixes (model/quant_mix.h; tests/model/quant_mix_test.cc compares them with
+// llama.cpp itself): the file type, the mixed tensor types of the tiny preset (whose 128-value
+// rows send the K types to their 32-value fallbacks), and a load-and-generate in kvserve.
+TEST_F(ToolsTest, MakeModelWritesLlamaCppMixes) {
+  for (auto [name, file_type, attn_q, attn_v2] :
+       std::vector<std::tuple<std::string, int64_t, std::string, std::string>>{
+           {"q4_k_m", 15, "q5_0", "q8_0"},
+           {"q6_k", 18, "q8_0", "q8_0"},
+           {"q3_k_m", 12, "q4_0", "q5_0"},
+           {"q2_k", 10, "q4_0", "q4_0"},
+           {"iq4_xs", 30, "iq4_nl", "iq4_nl"},
+           {"q5_1", 9, "q5_1", "q5_1"}}) {
+    SCOPED_TRACE(name);
+    const std::string path = MakeTiny(name, 1, "tiny-" + name + ".gguf");
+    auto file = gguf::GgufFile::Open(path);
+    ASSERT_TRUE(file.ok()) << file.status().ToString();
+    EXPECT_EQ((*file)->GetInt("general.file_type").value(), file_type);
+    auto type_of = [&](const std::string& tensor) {
+      const gguf::TensorInfo* t = (*file)->FindTensor(tensor);
+      return t != nullptr && t->dtype ? std::string(tensor::DTypeName(*t->dtype)) : "?";
+    };
+    EXPECT_EQ(type_of("blk.0.attn_q.weight"), attn_q);
+    EXPECT_EQ(type_of("blk.2.attn_v.weight"), attn_v2);
+    EXPECT_EQ(type_of("output.weight"), "q8_0");  // Q6_K's fallback for 128-value rows
+    EXPECT_EQ(type_of("blk.0.attn_norm.weight"), "f32");
+    RunResult r = RunKvserve("generate " + path + " -p \"Once upon a time\" -n 4 --temp 0");
+    EXPECT_EQ(r.exit_code, 0) << r.output;
+  }
+}
+
 TEST_F(ToolsTest, MakeModelIsDeterministicPerSeed) {
   const std::string a = ReadBytes(MakeTiny("q8_0", 7, "a.gguf"));
   const std::string b = ReadBytes(MakeTiny("q8_0", 7, "b.gguf"));
@@ -202,7 +232,9 @@ TEST_F(ToolsTest, MakeModelIsDeterministicPerSeed) {
 
 TEST_F(ToolsTest, MakeModelRejectsBadArguments) {
   EXPECT_NE(RunKvserve("make-model --preset huge -o " + (dir_ / "x.gguf").string()).exit_code, 0);
-  EXPECT_NE(RunKvserve("make-model --type q4_1 -o " + (dir_ / "x.gguf").string()).exit_code, 0);
+  RunResult bad_type = RunKvserve("make-model --type q4_k_x -o " + (dir_ / "x.gguf").string());
+  EXPECT_NE(bad_type.exit_code, 0);
+  EXPECT_NE(bad_type.output.find("q4_k_m"), std::string::npos) << bad_type.output;  // lists types
   EXPECT_NE(RunKvserve("make-model --preset tiny").exit_code, 0);  // no -o
   RunResult r = RunKvserve("make-model --preset tiny -o " + (dir_ / "no/such/dir.gguf").string());
   EXPECT_EQ(r.exit_code, 1);

@@ -1,31 +1,52 @@
 // Paged attention on CPU: causal (optionally sliding-window) GQA/MQA attention over a ragged
-// batch, reading K/V through block tables as stored in the cache (tensor::PagedKvView).
+// batch, reading K/V through block tables as stored in the cache (tensor::PagedKvView,
+// head-major blocks).
 //
 // Order of a layer's step (so a token sees its own K/V as stored, after quantization):
 //   1. the model computes this step's K/V rows (roped K) for every token,
 //   2. WriteKv quantizes them into their cache slots,
-//   3. PagedAttention reads every needed K/V row back from the cache, dequantized.
+//   3. PagedAttention reads every needed K/V back from the cache, dequantized.
 //
-// Numerics (fixed per query, DESIGN.md section 5): keys are visited in chunks of 16 aligned to
-// absolute positions (chunk c = positions [16c, 16c + 16), clipped to the query's visible range),
-// in increasing order. Per chunk, scores s_j = scale * dot(q, k_j) (16 lanes: lane l sums
-// columns l, l + 16, ... in order, then a fixed halving tree), m' = max(m, max_j s_j),
-// a = exp(m - m'), p_j = exp(s_j - m'), sum = sum * a + (sum_j p_j in order),
-// acc[d] = acc[d] * a + p_j * v_j[d] for j in order; at the end out = acc / sum.
-// Each query's arithmetic depends only on its position, its window and the cached K/V, never on
-// the other tokens of the batch, on how a prompt was chunked, on the work split or on the
-// thread count. Example: a query at position 37 (no window) runs chunks [0,16), [16,32),
-// [32,38); whether it is alone or in a tile with positions 32..47 changes nothing.
+// Numerics (fixed per query, DESIGN.md section 5). A query q (one head, position p) sees keys
+// [lo, p] (lo = max(0, p - window + 1), or 0). Every step is a float operation in a fixed
+// order; fma(a, b, c) is rounded once; exp is AttentionExp (attention_exp.h):
+//   dot(q, k): 16 lanes; lane l = fma over c = l, l + 16, l + 32, ... in order (the first
+//     product rounded alone); then lanes summed by halving (l += l + 8, + 4, + 2, + 1).
+//     head_dim is zero-padded to a multiple of 16. s_j = scale * dot(q, k_j).
+//   Keys are grouped in chunks of 16 and partitions of kPartition = 256 positions, both
+//     aligned to absolute positions (chunk c = [16c, 16c + 16)). A partition's state
+//     (m, L[16], acc[head_dim]) starts at (-inf, 0, 0); its chunks, in increasing order, do:
+//       m' = max(m, max of the chunk's visible s_j); alpha = exp(m - m')
+//       p_j = exp(s_j - m') for visible j, 0 for the others
+//       L[j mod 16] = fma(L[j mod 16], alpha, p_j)
+//       acc[d] = acc[d] * alpha, then acc[d] = fma(p_j, v_j[d], acc[d]) for visible j in order
+//     (alpha == 1 skips the multiplies: the same bits).
+//   Partitions are folded in increasing order into a total that starts at (-inf, 0, 0):
+//       m = max(m_t, m_k); a = exp(m_t - m); b = exp(m_k - m)
+//       L = fma(L_k, b, L_t * a); acc = fma(acc_k, b, acc_t * a)
+//     skipping partitions the query sees no key of.
+//   out[d] = acc[d] * (1 / sum), sum = the 16 lanes of L added by halving as above.
+// So a query's result depends only on its position, its window and the cached K/V: never on
+// the other tokens of the batch, on how a prompt was chunked, on the work split, on the
+// thread count or on the SIMD target (every target computes these operations lane by lane,
+// with hardware FMA or std::fma). Example: a query at position 300 (no window) folds
+// partition [0, 256) (chunks [0,16) .. [240,256)) and then [256, 301) (chunks up to
+// [288, 301)); whether it is alone, in a 32-row prefill tile, or a decode whose partitions
+// ran on two threads changes nothing. tests/kernels/attention_reference.cc is this contract
+// as plain scalar code; the kernel matches it bit for bit.
 //
-// Parallelism: work items are (sequence, group of kv heads, tile of up to 32 consecutive query
-// rows); the tile reuses each dequantized K/V chunk for all its queries and all query heads of
-// its kv heads. An item takes as many kv heads as leaves about 4 items per thread: all of them
-// for a batch of decodes (each stored K/V row is then read as one contiguous slice), one for a
-// lone decode (so both threads work). Threads claim items dynamically (the most expensive
-// first), which balances causal prefill.
+// Parallelism: work items are (sequence, kv head, tile of up to 32 consecutive query rows,
+// range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
+// for all its rows and all query heads of the kv head (GQA). Items are claimed dynamically,
+// the most expensive first (balances causal prefill). When a step has few items (a lone
+// decode, a small batch at long context), sequences with at most kSplitMaxTokens tokens are
+// split into items of consecutive partitions (flash-decoding): each partition's state is
+// stored, and the thread that finishes a sequence's last item folds them in order.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <span>
 #include <vector>
@@ -36,14 +57,15 @@
 namespace kvserve::kernels {
 
 struct AttentionShape {
-  int num_heads = 0;  // query heads
-  int num_kv_heads =
-      0;  // divides num_heads; query head h reads kv head h / (num_heads / num_kv_heads)
+  int num_heads = 0;     // query heads
+  int num_kv_heads = 0;  // divides num_heads; query head h reads kv head h / (heads / kv_heads)
   int head_dim = 0;
-  float scale = 1.0f;  // usually 1 / sqrt(head_dim)
-  // Sliding window: a query at position p sees [max(0, p - window + 1), p]; nullopt = all of [0,
-  // p].
+  float scale = 1.0f;    // usually 1 / sqrt(head_dim)
+  // Sliding window: a query at position p sees [max(0, p - window + 1), p]; nullopt: [0, p].
   std::optional<int32_t> window;
+  // Logit soft-capping (Gemma 2): s = softcap * tanh(s / softcap) on each scaled score, before
+  // the softmax; nullopt = none.
+  std::optional<float> softcap;
 };
 
 // One sequence's slice of a ragged batch. Its tokens are rows [first_row, first_row + num_tokens)
@@ -58,40 +80,50 @@ struct AttentionSequence {
 };
 
 // Working memory of PagedAttention, sized once for a shape, a context length and a thread
-// count; fits every KV dtype (blocks of at most 32 values). Owns, per thread t:
-//   keys:   (kKeyChunk, kv_heads, padded_head_dim) f32, one chunk of K rows of the item's kv
-//           heads, dequantized
-//   values: (kKeyChunk, kv_heads, head_dim) f32, the same chunk of V rows
-//   staging: (kv_heads * head_dim + 2 * 32) f32, whole quantized blocks around a slice
-//   rows:   (kKeyChunk, kv_heads * head_dim) f32, unpadded K slices (only when head_dim is not
-//           a multiple of 16)
-//   queries: (kQueryTile, num_heads, padded_head_dim) f32, the item's query rows, zero-padded
-//   acc:    (kQueryTile, num_heads, head_dim) f32, unnormalized outputs
-//   max, sum: (kQueryTile, num_heads) f32, online-softmax running max and denominator
-// plus the step's list of work items. padded_head_dim = head_dim rounded up to 16; the padding
-// stays zero. Owned by the caller; not shared between concurrent calls.
+// count; fits every KV dtype. Per thread t (Q = kQueryTile * group queries of one kv head,
+// padded_head_dim = head_dim rounded up to 16; the padding stays zero):
+//   keys, values: (kKeyChunk, padded_head_dim) f32, one chunk of one kv head, dequantized
+//   staging:      (head_dim + 64) f32, whole quantized blocks around a head's slice
+//   queries:      (Q, padded_head_dim) f32, the item's queries
+//   part, total:  (Q, kStateFloats) f32 each, online-softmax states (partition, fold)
+// plus the step's work items and, for split sequences, one state per (query, partition)
+// (grown to the largest step, then kept). Owned by the caller; not shared between calls.
 class AttentionScratch {
  public:
-  static constexpr int kQueryTile = 32;  // query rows of one sequence per work item
-  static constexpr int kKeyChunk = 16;   // keys per online-softmax step, at positions 16c..16c+15
+  static constexpr int kQueryTile = 32;   // query rows of one sequence per work item
+  static constexpr int kKeyChunk = 16;    // keys per online-softmax step
+  static constexpr int kPartition = 256;  // positions per partition (a multiple of kKeyChunk)
+  static constexpr int kSplitMaxTokens = 8;  // sequences with more tokens are never split
 
   struct Thread {
     float* keys;
     float* values;
     float* staging;
-    float* rows;  // unpadded key slices when head_dim is not a multiple of 16
     float* queries;
-    float* acc;
-    float* max;
-    float* sum;
+    float* part;
+    float* total;
   };
-  // One work item: rows [first, first + count) of seqs[seq], kv heads [kv_head, + kv_heads).
+  // One work item: rows [first, first + count) of seqs[seq], kv head kv_head, partitions
+  // [part_begin, part_end). split >= 0: the index of the sequence's split group (the item
+  // stores each partition's state instead of folding it).
   struct Item {
     int32_t seq = 0;
     int32_t first = 0;
     int32_t count = 0;
     int32_t kv_head = 0;
-    int32_t kv_heads = 1;
+    int32_t part_begin = 0;
+    int32_t part_end = 0;
+    int32_t split = -1;
+  };
+  // A split (sequence, kv head): its partition states start at state index `first_state`
+  // ((partition - part_begin) * queries + query), and `items` items work on it.
+  struct Split {
+    int32_t seq = 0;
+    int32_t kv_head = 0;
+    int32_t part_begin = 0;
+    int32_t part_end = 0;
+    int64_t first_state = 0;
+    int32_t items = 0;
   };
 
   AttentionScratch(const AttentionShape& shape, int32_t max_context_tokens, int num_threads);
@@ -99,18 +131,29 @@ class AttentionScratch {
   int32_t max_context_tokens() const { return max_context_tokens_; }
   int num_threads() const { return num_threads_; }
   int padded_head_dim() const { return padded_head_dim_; }
+  // Floats of one softmax state: acc (padded_head_dim), L (16), m (1), padding to 16.
+  int state_floats() const { return padded_head_dim_ + 32; }
   Thread ForThread(int t);
   std::vector<Item>& items() { return items_; }
+  std::vector<Split>& splits() { return splits_; }
+  // States of split sequences (states x state_floats()); grows, never shrinks.
+  float* SplitStates(int64_t states);
+  // One counter per split (items not yet finished); grows, never shrinks.
+  std::atomic<int32_t>* SplitCounters(size_t splits);
 
  private:
   int32_t max_context_tokens_;
   int num_threads_;
   int padded_head_dim_;
   int64_t floats_per_thread_;
-  static constexpr int kBuffers = 8;
+  static constexpr int kBuffers = 6;
   int64_t offsets_[kBuffers];
-  std::vector<float> buffer_;  // num_threads x floats_per_thread_, zero-initialized
+  std::vector<float> buffer_;  // 64-byte aligned num_threads x floats_per_thread_, zeroed
   std::vector<Item> items_;    // capacity grows to the largest step, then stays
+  std::vector<Split> splits_;
+  std::vector<float> split_states_;
+  std::unique_ptr<std::atomic<int32_t>[]> split_counters_;
+  size_t num_split_counters_ = 0;
 };
 
 // Quantizes this step's K and V rows into their cache slots of `layer`.
@@ -119,12 +162,15 @@ void WriteKv(const tensor::PagedKvView& kv, int layer, std::span<const Attention
              const float* k, const float* v, ThreadPool& pool);
 
 // out[row, h, :] = sum_j softmax_j(scale * q[row, h, :] . K[j, kvh, :]) V[j, kvh, :] over the
-// row's visible positions j, K/V read from the cache of `layer`.
+// row's visible positions j, K/V read from the cache of `layer` (numerics: see above).
 // q, out: (total rows, num_heads * head_dim); they must not alias.
 // note: kv.row_elems == num_kv_heads * head_dim, and scratch was built for this shape with at
 // least pool.num_threads() threads and a max context >= every position + 1 (CHECKed).
 void PagedAttention(const AttentionShape& shape, const tensor::PagedKvView& kv, int layer,
                     std::span<const AttentionSequence> seqs, const float* q, float* out,
                     ThreadPool& pool, AttentionScratch& scratch);
+
+// The Highway target PagedAttention runs on ("AVX3", "AVX2", ...), for tests and benchmarks.
+const char* AttentionTargetName();
 
 }  // namespace kvserve::kernels

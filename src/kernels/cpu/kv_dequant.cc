@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "core/check.h"
+#include "kernels/cpu/kv_quantize.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -112,6 +113,32 @@ void DequantizeKvSlices(tensor::DType t, const std::byte* const* rows, int n, in
       DequantizeKvRow(t, rows[i] + offset, staging, (block_hi - block_lo) * block_elems);
       std::memcpy(out, staging + (first - block_lo * block_elems), sizeof(float) * count);
     }
+  }
+}
+
+namespace {
+
+std::byte* Segment(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+                   int segment) {
+  return part == KvPart::kKey ? kv.KSegment(layer, block, slot, segment)
+                              : kv.VSegment(layer, block, slot, segment);
+}
+
+}  // namespace
+
+void StoreKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+                const float* row) {
+  for (int g = 0; g < kv.num_segments(); ++g) {
+    QuantizeKvRow(kv.dtype, row + static_cast<int64_t>(g) * kv.segment_elems,
+                  Segment(kv, layer, part, block, slot, g), kv.segment_elems);
+  }
+}
+
+void LoadKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+               float* row) {
+  for (int g = 0; g < kv.num_segments(); ++g) {
+    DequantizeKvRow(kv.dtype, Segment(kv, layer, part, block, slot, g),
+                    row + static_cast<int64_t>(g) * kv.segment_elems, kv.segment_elems);
   }
 }
 

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "tensor/dtype.h"
+#include "tensor/kv_view.h"
 
 namespace kvserve::kernels {
 
@@ -25,5 +26,17 @@ void DequantizeKvRow(tensor::DType t, const void* src, float* dst, int64_t n);
 // 32..63) is dequantized from byte 34, and the slice is staging[8..16).
 void DequantizeKvSlices(tensor::DType t, const std::byte* const* rows, int n, int64_t first,
                         int64_t count, float* dst, int64_t dst_stride, float* staging);
+
+enum class KvPart { kKey, kValue };
+
+// Quantizes one token's K or V row (kv.row_elems floats) into (block, slot) of `layer`,
+// segment by segment: the stored values are those of tensor::QuantizeRow over the whole row,
+// laid out head-major (tensor/kv_view.h).
+void StoreKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+                const float* row);
+// Reads one token's K or V row back: row_elems floats, bit-identical to
+// tensor::DequantizeRow of the row StoreKvRow was given, quantized.
+void LoadKvRow(const tensor::PagedKvView& kv, int layer, KvPart part, int32_t block, int slot,
+               float* row);
 
 }  // namespace kvserve::kernels

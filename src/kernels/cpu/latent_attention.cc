@@ -1,24 +1,25 @@
-#include "kernels/cpu/latent_attention.h"
+// Hybrid window + latent attention: the indexer, scratch and dispatch (the per-target
+// attention is in latent_attention-inl.h).
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "kernels/cpu/latent_attention.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+#include "hwy/highway.h"
+#include "kernels/cpu/latent_attention-inl.h"
 
+#if HWY_ONCE
 #include <algorithm>
 #include <numeric>
 
 #include "core/check.h"
-#include "kernels/cpu/ops.h"
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/latent_attention.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
-namespace {
 
-// (block, entry slot) of entry i. Example: ratio 2, block 16, i = 11: token 22 -> block
-// table[1], entry slot (22 % 16) / 2 = 3.
-const std::byte* EntryPtr(const tensor::PagedLatentView& v, int slot,
-                          std::span<const int32_t> table, int32_t i, bool index_row) {
-  const int64_t token = static_cast<int64_t>(i) * v.compress_ratio;
-  const int32_t block = table[token / v.block_size];
-  const int entry = static_cast<int>((token % v.block_size) / v.compress_ratio);
-  return index_row ? v.IndexRow(slot, block, entry) : v.LatentRow(slot, block, entry);
-}
+HWY_EXPORT(AttendHybridRows);
+
+namespace {
 
 double IndexScore(const HybridAttentionShape& s, const float* q_idx, const float* w,
                   const float* key) {
@@ -71,11 +72,15 @@ int CandidateStage(const HybridAttentionShape& s, int32_t n, HybridAttentionScra
 
 HybridAttentionScratch::HybridAttentionScratch(const HybridAttentionShape& s,
                                                int32_t max_context_tokens, int num_threads)
-    : max_context_tokens_(max_context_tokens), threads_(num_threads) {
-  const size_t span = static_cast<size_t>(s.window) + std::max(s.top_k, 0);
+    : max_context_tokens_(max_context_tokens),
+      state_floats_(s.head_dim + 32),
+      threads_(num_threads) {
+  CHECK_EQ(s.head_dim % 16, 0) << "hybrid attention needs head_dim a multiple of 16";
+  // Whole 16-row chunks: the last, partial chunk reads (and masks) rows past the list.
+  const size_t span = (static_cast<size_t>(s.window) + std::max(s.top_k, 0) + 15) / 16 * 16;
   for (Thread& t : threads_) {
-    t.rows.resize(span * s.head_dim);
-    t.scores.resize(span);
+    t.rows.assign(span * s.head_dim, 0.0f);
+    t.states.resize(static_cast<size_t>(s.num_heads) * state_floats_);
     t.entry_scores.resize(max_context_tokens);
     t.order.resize(max_context_tokens);
     t.selected.resize(std::max(s.top_k, 1));
@@ -93,8 +98,8 @@ int SelectEntries(const HybridAttentionShape& s, const tensor::PagedLatentView& 
   }
   CHECK_LE(static_cast<size_t>(n), t.entry_scores.size());
   for (int32_t i = 0; i < n; ++i) {
-    tensor::DequantizeRow(latent.index_dtype, EntryPtr(latent, slot, table, i, true), t.key.data(),
-                          s.index_dim);
+    tensor::DequantizeRow(latent.index_dtype, LatentEntry(latent, slot, table, i, true),
+                          t.key.data(), s.index_dim);
     t.entry_scores[i] = IndexScore(s, q_idx, w, t.key.data());
   }
   int count = n;
@@ -109,82 +114,26 @@ int SelectEntries(const HybridAttentionShape& s, const tensor::PagedLatentView& 
   return kept;
 }
 
-namespace {
-
-// One query row: gather rows, one softmax per head, weighted sum.
-void AttendRow(const HybridAttentionShape& s, const tensor::PagedKvView& window, int window_slot,
-               const tensor::PagedLatentView* latent, int latent_slot, const HybridSequence& seq,
-               int32_t i, const float* q, const float* q_idx, const float* idx_w, float* out,
-               HybridAttentionScratch::Thread& t) {
-  const int32_t p = seq.start_pos + i;
-  const int64_t row = seq.first_row + i;
-  const int d = s.head_dim;
-  const int32_t lo = std::max(0, p - s.window + 1);
-  int n = 0;
-  for (int32_t pos = lo; pos <= p; ++pos, ++n) {
-    const int32_t block = seq.window_table[pos / window.block_size];
-    tensor::DequantizeRow(window.dtype, window.KRow(window_slot, block, pos % window.block_size),
-                          t.rows.data() + static_cast<size_t>(n) * d, d);
-  }
-  if (s.ratio > 0) {
-    const int32_t visible = (p + 1) / s.ratio;
-    const int num_selected = SelectEntries(s, *latent, latent_slot, seq.latent_table, visible,
-                                           q_idx + row * s.index_heads * s.index_dim,
-                                           idx_w + row * s.index_heads, t, t.selected.data());
-    for (int k = 0; k < num_selected; ++k, ++n) {
-      tensor::DequantizeRow(latent->latent_dtype,
-                            EntryPtr(*latent, latent_slot, seq.latent_table, t.selected[k], false),
-                            t.rows.data() + static_cast<size_t>(n) * d, d);
-    }
-  }
-  for (int h = 0; h < s.num_heads; ++h) {
-    const float* qh = q + (row * s.num_heads + h) * d;
-    for (int j = 0; j < n; ++j) {
-      const float* r = t.rows.data() + static_cast<size_t>(j) * d;
-      float dot = 0;
-      for (int c = 0; c < d; ++c) dot += qh[c] * r[c];
-      t.scores[j] = dot * s.scale;
-    }
-    Softmax(t.scores.data(), n);
-    float* oh = out + (row * s.num_heads + h) * d;
-    std::fill(oh, oh + d, 0.0f);
-    for (int j = 0; j < n; ++j) {
-      const float* r = t.rows.data() + static_cast<size_t>(j) * d;
-      const float pj = t.scores[j];
-      for (int c = 0; c < d; ++c) oh[c] += pj * r[c];
-    }
-  }
-}
-
-}  // namespace
-
 void HybridAttention(const HybridAttentionShape& s, const tensor::PagedKvView& window,
                      int window_slot, const tensor::PagedLatentView* latent, int latent_slot,
                      std::span<const HybridSequence> seqs, const float* q, const float* q_idx,
                      const float* idx_w, float* out, ThreadPool& pool,
                      HybridAttentionScratch& scratch) {
   CHECK_EQ(window.row_elems, s.head_dim);
+  CHECK_EQ(window.num_segments(), 1);
   CHECK_GE(scratch.num_threads(), pool.num_threads());
+  CHECK_EQ(scratch.state_floats(), s.head_dim + 32) << "scratch built for another head_dim";
   CHECK(s.ratio == 0 || latent != nullptr);
+  CHECK(s.ratio == 0 || latent->latent_elems == s.head_dim);
   int64_t total = 0;
   for (const HybridSequence& seq : seqs) {
     CHECK_LE(seq.start_pos + seq.num_tokens, scratch.max_context_tokens());
     total += seq.num_tokens;
   }
-  pool.ParallelFor(static_cast<size_t>(total), [&](size_t begin, size_t end, int thread) {
-    size_t seq_index = 0;
-    int64_t seq_end = seqs.empty() ? 0 : seqs[0].num_tokens;
-    int64_t seq_begin = 0;
-    for (size_t r = begin; r < end; ++r) {
-      while (static_cast<int64_t>(r) >= seq_end) {
-        seq_begin = seq_end;
-        seq_end += seqs[++seq_index].num_tokens;
-      }
-      const HybridSequence& seq = seqs[seq_index];
-      AttendRow(s, window, window_slot, latent, latent_slot, seq,
-                static_cast<int32_t>(static_cast<int64_t>(r) - seq_begin), q, q_idx, idx_w, out,
-                scratch.thread(thread));
-    }
+  const internal::HybridCall call{&s, &window, window_slot, latent, latent_slot, seqs,
+                                  q,  q_idx,   idx_w,       out,    &scratch};
+  pool.ParallelFor(static_cast<size_t>(total), [c = &call](size_t begin, size_t end, int thread) {
+    HWY_DYNAMIC_DISPATCH(AttendHybridRows)(c, begin, end, thread);
   });
 }
 
@@ -195,9 +144,10 @@ void WriteWindowRows(const tensor::PagedKvView& window, int slot,
       const int32_t pos = seq.start_pos + i;
       const int32_t block = seq.window_table[pos / window.block_size];
       tensor::QuantizeRow(window.dtype, rows + (seq.first_row + i) * window.row_elems,
-                          window.KRow(slot, block, pos % window.block_size), window.row_elems);
+                          window.KSegment(slot, block, pos % window.block_size, 0), window.row_elems);
     }
   }
 }
 
 }  // namespace kvserve::kernels
+#endif  // HWY_ONCE

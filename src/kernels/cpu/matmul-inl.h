@@ -15,10 +15,12 @@
 
 #include <algorithm>
 #include <cstring>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_portable.h"
+#include "tensor/quant_ints.h"
 
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL || HWY_TARGET == HWY_AVX2
 #include <immintrin.h>
@@ -34,14 +36,13 @@ namespace kvserve::kernels::HWY_NAMESPACE {
 #define KVSERVE_MATMUL_SIMD 0
 #endif
 
-// Computes y[t, r] for all t < n and r in [row_begin, row_end) (see PortableRows). qx, dx,
-// dxv: the quantized activations as PrepareActivationRow of this target left them.
-void MatMulRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-                const float* dxv, int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+// Computes y[t, r] for all t < n and r in [row_begin, row_end) (see PortableRows).
+void MatMulRows(const WeightMatrix& w, const float* x, const internal::QuantActivations& act,
+                int64_t n, float* y, int64_t row_begin, int64_t row_end) {
 #if KVSERVE_MATMUL_SIMD
-  X86Rows(w, x, qx, dx, dxv, n, y, row_begin, row_end);
+  X86Rows(w, x, act, n, y, row_begin, row_end);
 #else
-  internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end);
+  internal::PortableRows(w, x, act, n, y, row_begin, row_end);
 #endif
 }
 #undef KVSERVE_MATMUL_SIMD
@@ -55,15 +56,13 @@ void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* d) {
 #endif
 }
 
-// Quantizes one activation row for this target's quantized MatMul tiles: QuantizeRow's q and
-// d; on AVX3_DL (VNNI) q is stored as q + 128 (u8, what dpbusd multiplies) and dxv gets the
-// block-pair scale vectors. Other targets leave dxv unused.
-void PrepareActivationRow(const float* x, int64_t cols, int8_t* q, float* d, float* dxv) {
-  QuantizeRow(x, cols, q, d);
+// Batches of at least this many tokens use the token-interleaved tiles (and MatMul prepares
+// internal::TokenGroups for them); 0: this target has none.
+int64_t TokenGroupMinTokens() {
 #if HWY_TARGET == HWY_AVX3_DL
-  VnniPrepare(cols, q, d, dxv);
+  return kTokenGroupMinTokens;
 #else
-  (void)dxv;
+  return 0;
 #endif
 }
 

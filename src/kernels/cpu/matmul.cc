@@ -23,7 +23,7 @@ namespace kvserve::kernels {
 HWY_EXPORT(MatMulRows);
 HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
-HWY_EXPORT(PrepareActivationRow);
+HWY_EXPORT(TokenGroupMinTokens);
 
 namespace {
 
@@ -34,10 +34,6 @@ constexpr int64_t kChunksPerThread = 8;
 // Below this many tokens the calling thread quantizes the activations alone.
 constexpr int64_t kParallelQuantizeTokens = 8;
 
-bool IsQuantized(tensor::DType t) {
-  return t == tensor::DType::kQ8_0 || t == tensor::DType::kQ4_0;
-}
-
 // Everything a ParallelFor body needs, passed by one pointer so std::function stays in its
 // small-object buffer (no allocation per call).
 struct MatMulArgs {
@@ -47,10 +43,29 @@ struct MatMulArgs {
   float* y;
   int8_t* qx;
   float* dx;
-  float* dxv;
+  int16_t* sums;
+  uint8_t* staging;              // token groups, or nullptr when the target reads none
+  internal::TokenGroups groups;
   int64_t chunk = 0;             // rows per claim
   std::atomic<int64_t> next{0};  // first unclaimed row
 };
+
+// Quantizes activation rows [begin, end) for weights of a's format (scheme of matmul.h).
+void QuantizeActivations(const MatMulArgs& a, size_t begin, size_t end) {
+  const int64_t cols = a.w->cols;
+  const int64_t block = internal::ActivationBlock(a.w->dtype);
+  for (size_t t = begin; t < end; ++t) {
+    int8_t* q = a.qx + t * cols;
+    float* d = a.dx + t * (cols / block);
+    int16_t* sums = a.sums + t * (cols / 16);
+    if (block == 256) {
+      QuantizeActivationRowQ8K(a.x + t * cols, cols, q, d, sums);
+    } else {
+      HWY_DYNAMIC_DISPATCH(QuantizeRow)(a.x + t * cols, cols, q, d);
+      internal::SumActivationCodes(q, cols, sums);
+    }
+  }
+}
 
 // std::clamp(std::round(v), -127, 127) without the libm call, so the loop vectorizes: t is v
 // truncated toward zero (exact below 2^31; v is at most ~127 here); |v - t| is the exact
@@ -70,7 +85,8 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
       max_cols_(max_cols),
       qx_(static_cast<size_t>(max_tokens * max_cols)),
       dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))),
-      dxv_(static_cast<size_t>(max_tokens * ((max_cols + 63) / 64) * 16)) {
+      sums_(static_cast<size_t>(max_tokens * ((max_cols + 15) / 16))),
+      staging_(static_cast<size_t>(internal::TokenGroups::BytesFor(max_tokens, max_cols))) {
   CHECK_GE(max_tokens, 1);
   CHECK_GE(max_cols, 1);
 }
@@ -106,23 +122,29 @@ void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatMulScratch& scratch) {
   if (n == 0 || w.rows == 0) return;
+  CHECK(MatMulSupports(w.dtype)) << "MatMul cannot read " << tensor::DTypeName(w.dtype);
   CHECK_LE(n, scratch.max_tokens());
   CHECK_LE(w.cols, scratch.max_cols());
   CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
-  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.dxv()};
-  if (IsQuantized(w.dtype)) {
-    auto quantize = [a = &args](size_t begin, size_t end, int) {
-      const int64_t cols = a->w->cols;
-      for (size_t t = begin; t < end; ++t) {
-        HWY_DYNAMIC_DISPATCH(PrepareActivationRow)
-        (a->x + t * cols, cols, a->qx + t * cols, a->dx + t * (cols / 32),
-         a->dxv + t * ((cols + 63) / 64) * 16);
-      }
-    };
+  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
+  if (tensor::IsIntegerQuant(w.dtype)) {
     if (n < kParallelQuantizeTokens) {
-      quantize(0, static_cast<size_t>(n), 0);
+      QuantizeActivations(args, 0, static_cast<size_t>(n));
     } else {
-      pool.ParallelFor(static_cast<size_t>(n), quantize);
+      pool.ParallelFor(static_cast<size_t>(n), [a = &args](size_t begin, size_t end, int) {
+        QuantizeActivations(*a, begin, end);
+      });
+    }
+    const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)();
+    if (min_tokens > 0 && n >= min_tokens) {
+      args.staging = scratch.staging();
+      args.groups = {w.cols, internal::ActivationBlock(w.dtype), (n + 15) / 16};
+      pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
+                       [a = &args](size_t begin, size_t end, int) {
+                         internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
+                                                   static_cast<int64_t>(begin),
+                                                   static_cast<int64_t>(end), a->staging);
+                       });
     }
   }
   // Rows are claimed in chunks (about 8 per thread) rather than split once: a thread that
@@ -134,26 +156,52 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
                                        (threads * kChunksPerThread) / kRowGrain * kRowGrain);
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
+    const internal::QuantActivations act{a->qx, a->dx, a->sums, a->staging};
     for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
       HWY_DYNAMIC_DISPATCH(MatMulRows)
-      (*a->w, a->x, a->qx, a->dx, a->dxv, a->n, a->y, begin, std::min(begin + a->chunk, rows));
+      (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));
     }
   });
 }
 
 void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) {
   if (n == 0 || w.rows == 0) return;
-  if (!IsQuantized(w.dtype)) {
-    internal::PortableRows(w, x, nullptr, nullptr, n, y, 0, w.rows);
+  if (!tensor::IsIntegerQuant(w.dtype)) {
+    internal::PortableRows(w, x, {}, n, y, 0, w.rows);
     return;
   }
-  std::vector<int8_t> qx(static_cast<size_t>(n * w.cols));
-  std::vector<float> dx(static_cast<size_t>(n * (w.cols / 32)));
+  const int64_t cols = w.cols;
+  const int64_t block = internal::ActivationBlock(w.dtype);
+  std::vector<int8_t> q(static_cast<size_t>(n * cols));
+  std::vector<float> d(static_cast<size_t>(n * (cols / block)));
+  std::vector<int16_t> sums(static_cast<size_t>(n * (cols / 16)));
   for (int64_t t = 0; t < n; ++t) {
-    internal::QuantizeActivationRowPortable(x + t * w.cols, w.cols, qx.data() + t * w.cols,
-                                            dx.data() + t * (w.cols / 32));
+    if (block == 256) {
+      QuantizeActivationRowQ8K(x + t * cols, cols, q.data() + t * cols, d.data() + t * (cols / 256),
+                               sums.data() + t * (cols / 16));
+    } else {
+      internal::QuantizeActivationRowPortable(x + t * cols, cols, q.data() + t * cols,
+                                              d.data() + t * (cols / 32));
+      internal::SumActivationCodes(q.data() + t * cols, cols, sums.data() + t * (cols / 16));
+    }
   }
-  internal::PortableRows(w, x, qx.data(), dx.data(), n, y, 0, w.rows);
+  internal::PortableRows(w, x, {q.data(), d.data(), sums.data()}, n, y, 0, w.rows);
+}
+
+std::span<const tensor::DType> MatMulTypes() {
+  using tensor::DType;
+  static constexpr DType kTypes[] = {
+      DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
+      DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,
+      DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+  return kTypes;
+}
+
+bool MatMulSupports(tensor::DType t) {
+  for (tensor::DType s : MatMulTypes()) {
+    if (s == t) return true;
+  }
+  return false;
 }
 
 std::string_view MatMulTargetName() {

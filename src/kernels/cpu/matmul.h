@@ -1,33 +1,51 @@
-// MatMul: y = x W^T for weights stored as in GGUF (F32, F16, BF16, Q8_0, Q4_0).
+// MatMul: y = x W^T for weights stored as in GGUF: F32, F16, BF16 and the integer block formats
+// of tensor/quant_ints.h (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+// IQ4_XS).
 //
 // Numerical scheme (the determinism contract of DESIGN.md section 5):
 // every y[t, r] is a fixed function of weight row r and activation row t alone. It does not
-// depend on n, on t's position in the batch, on the thread count, on tiling, nor on the
-// Highway target: AVX2, AVX-512 (AVX3) and AVX-512 VNNI (AVX3_DL) run hand-tiled SIMD code,
+// depend on n, on t's position in the batch, on the thread count, on tiling, nor on the SIMD
+// target: AVX2, AVX-512 (AVX3), AVX-512 VNNI (AVX3_DL) and AMX run hand-written SIMD code,
 // every other target runs portable code with std::fma, and all compute the same bits
-// (tests/kernels/matmul_test.cc checks every target the machine supports). The scheme uses
-// 16 "virtual lanes":
+// (tests/kernels/matmul_test.cc checks every target the machine supports).
 //
-//   F32 / F16 / BF16: weights are widened to f32 exactly. Lane j (0..15) accumulates, with
-//     one fused multiply-add per column, the columns c = j, j + 16, j + 32, ... in increasing
-//     order, starting from +0. Columns past `cols` (the tail of the last 16) count as zero.
-//   Q8_0 / Q4_0: each activation row is first quantized to Q8 blocks of 32 (scale
-//     dx = amax / 127 as f32; q = round-half-away(x * (1 / dx)) in [-127, 127]). For weight
-//     block b (scale dw, f16 -> f32) the 32 int8 x int8 products are summed exactly in 8
-//     groups of 4 consecutive columns: p[b][g] (int32). Lane j = 8 * (b % 2) + g accumulates
-//     fma(dw * dx, float(p[b][g]), lane) over b = (j / 8), (j / 8) + 2, ... in order.
-//   Then the 16 lanes are summed by a fixed tree: s8[i] = l[i] + l[i + 8] (i < 8),
-//     s4[i] = s8[i] + s8[i + 4], s2[i] = s4[i] + s4[i + 2], y = s2[0] + s2[1].
+//   F32 / F16 / BF16: weights are widened to f32 exactly. 16 "virtual lanes": lane j (0..15)
+//     accumulates, with one fused multiply-add per column, the columns c = j, j + 16, ... in
+//     increasing order, starting from +0; columns past `cols` count as zero. The 16 lanes are
+//     summed by a fixed tree: s8[i] = l[i] + l[i + 8] (i < 8), s4[i] = s8[i] + s8[i + 4],
+//     s2[i] = s4[i] + s4[i + 2], y = s2[0] + s2[1].
+//     Example (cols = 64): lane 3 = fma(w[51], x[51], fma(w[35], x[35], fma(w[19], x[19],
+//     fma(w[3], x[3], +0)))); s2[0] = ((l0 + l8) + (l4 + l12)) + ((l2 + l10) + (l6 + l14)).
 //
-// Example (cols = 64, F32): lane 3 = fma(w[51], x[51], fma(w[35], x[35], fma(w[19], x[19],
-// fma(w[3], x[3], +0)))); s2[0] = ((l0 + l8) + (l4 + l12)) + ((l2 + l10) + (l6 + l14)),
-// s2[1] the same with lanes + 1, and y = s2[0] + s2[1].
+//   Integer formats: the activation row is quantized first, to blocks aligned with the
+//     weight blocks:
+//       32-value formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): blocks of 32 with scale
+//         dx = amax / 127 (f32) and a = round-half-away(x * (1 / dx)) in [-127, 127];
+//       K formats (Q2_K..Q6_K, IQ4_XS): ggml's Q8_K, blocks of 256: max = the value of largest
+//         magnitude (first on ties), iscale = -127 / max, a = min(127, round-half-even(iscale
+//         x)) and dx = 1 / iscale (an all-zero block: dx = 0, a = 0).
+//       NaN activations become a = 0.
+//     Weight block b decodes to integers (tensor/quant_ints.h): x_i = (d s_j) q_i [+ dmin m_j]
+//     for sub-block j = i / sub_len. Two exact int32 sums per block and activation row:
+//       I_b = sum_j s_j sum_{i in j} q_i a_i        M_b = sum_j m_j sum_{i in j} a_i
+//     (M_b only for the formats with a min term: Q4_1, Q5_1, Q2_K, Q4_K, Q5_K). Then one f32
+//     accumulator per (t, r), starting from +0, over the blocks in increasing order:
+//       acc = fma(d_b * dx_b, float(I_b), acc);  then, with a min term,
+//       acc = fma(dmin_b * dx_b, float(M_b), acc)
+//     with d_b * dx_b and dmin_b * dx_b rounded f32 products and float() rounding to nearest
+//     even. y = acc. Because I_b and M_b are exact integers, every target (row tiles with
+//     per-group lanes, token-interleaved VNNI tiles, AMX tiles) may form them in any order.
+//     Example (Q4_K, cols = 512): I_0 = sum over 8 sub-blocks of 32 of sc_j * (32 products),
+//     M_0 = sum_j m_j * (sum of the 32 activations); y = fma(dmin_1 dx_1, M_1, fma(d_1 dx_1, I_1,
+//     fma(dmin_0 dx_0, M_0, fma(d_0 dx_0, I_0, +0)))), with dmin = -(the file's f16 dmin).
 //
 // Thread safety: MatMul may be called from one thread at a time per scratch object; it uses
-// the pool's workers. No allocation per call.
+// the pool's workers. No allocation per call once each pool thread has run one call of the
+// largest shape (kernels keep a per-thread decode buffer).
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -46,12 +64,14 @@ struct WeightMatrix {
   int64_t cols = 0;
 };
 
-// Preallocated working memory for MatMul: the quantized activations for Q8_0/Q4_0 weights.
-// Owns three buffers sized once at construction:
-//   qx_: (max_tokens, max_cols) int8, activation rows quantized to blocks of 32
-//   dx_: (max_tokens, max_cols / 32) f32, one scale per block
-//   dxv_: (max_tokens, ceil(max_cols / 64) * 16) f32, the scales of block pairs laid out as
-//     the AVX-512 VNNI kernel multiplies them ([d_2p x 8, d_2p+1 x 8]); unused elsewhere
+// Preallocated working memory for MatMul: the quantized activations for integer-format
+// weights. Owns buffers sized once at construction (block = 32 or 256 by weight format):
+//   qx_: (max_tokens, max_cols) int8, activation rows quantized as in the scheme above
+//   dx_: (max_tokens, max_cols / 32) f32, one scale per block (the first cols / block used)
+//   sums_: (max_tokens, max_cols / 16) int16, the sums of the codes of each 16 consecutive
+//     activations (ggml's Q8_K bsums)
+//   staging_: the token-interleaved copy of the three that the AVX-512 VNNI tiles read
+//     (internal::TokenGroups in matmul_portable.h; max_tokens rounded up to 16)
 // Not thread-safe: one MatMul at a time per scratch.
 class MatMulScratch {
  public:
@@ -61,20 +81,22 @@ class MatMulScratch {
   int64_t max_cols() const { return max_cols_; }
   int8_t* qx() { return qx_.data(); }
   float* dx() { return dx_.data(); }
-  float* dxv() { return dxv_.data(); }
+  int16_t* sums() { return sums_.data(); }
+  uint8_t* staging() { return staging_.data(); }
 
  private:
   int64_t max_tokens_;
   int64_t max_cols_;
   std::vector<int8_t> qx_;
   std::vector<float> dx_;
-  std::vector<float> dxv_;
+  std::vector<int16_t> sums_;
+  std::vector<uint8_t> staging_;
 };
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < n, r < w.rows, by the scheme above.
 // x: (n, w.cols) f32 row-major; y: (n, w.rows) f32 row-major; x and y must not overlap.
-// note: w.dtype is one of F32, F16, BF16, Q8_0, Q4_0; cols is a multiple of 32 for Q8_0 and
-// Q4_0; n <= scratch.max_tokens() and cols <= scratch.max_cols() (CHECKed).
+// note: MatMulSupports(w.dtype); cols is a whole number of the format's blocks;
+// n <= scratch.max_tokens() and cols <= scratch.max_cols() (CHECKed).
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatMulScratch& scratch);
 
@@ -82,9 +104,17 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
 // to MatMul by the contract above; used by tests as the oracle for that claim.
 void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y);
 
-// Quantizes one activation row of `cols` floats (a multiple of 32) to Q8 blocks as in the
+// Quantizes one activation row of `cols` floats (a multiple of 32) to Q8 blocks of 32 as in the
 // scheme above: q[cols] int8 and d[cols / 32] f32.
 void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d);
+
+// Quantizes one activation row of `cols` floats (a multiple of 256) to ggml's Q8_K as in the
+// scheme above: q[cols] int8, d[cols / 256] f32 and sums[cols / 16] (codes summed per 16).
+void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums);
+
+// The weight types MatMul reads, and whether it reads `t`.
+std::span<const tensor::DType> MatMulTypes();
+bool MatMulSupports(tensor::DType t);
 
 // Name of the SIMD target MatMul dispatches to on this machine, e.g. "AVX3" or "AVX2".
 std::string_view MatMulTargetName();

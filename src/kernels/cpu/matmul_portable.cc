@@ -1,11 +1,15 @@
 #include "kernels/cpu/matmul_portable.h"
 
+#include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
 #include "core/check.h"
+#include "tensor/quant_ints.h"
 
-namespace kvserve::kernels::internal {
+namespace kvserve::kernels {
+namespace internal {
 namespace {
 
 using tensor::DType;
@@ -36,13 +40,6 @@ float FloatWeight(DType dtype, const uint8_t* row, int64_t c) {
   }
 }
 
-// Signed weight value i (0..31) of a Q8_0 / Q4_0 block.
-int QuantWeight(DType dtype, const uint8_t* block, int i) {
-  if (dtype == DType::kQ8_0) return static_cast<int8_t>(block[2 + i]);
-  uint8_t byte = block[2 + (i & 15)];
-  return (i < 16 ? (byte & 0xF) : (byte >> 4)) - 8;
-}
-
 float FloatDot(DType dtype, const uint8_t* row, const float* x, int64_t cols) {
   float lanes[kVirtualLanes] = {};
   for (int64_t c = 0; c < cols; ++c) {
@@ -52,20 +49,33 @@ float FloatDot(DType dtype, const uint8_t* row, const float* x, int64_t cols) {
   return ReduceVirtualLanes(lanes);
 }
 
-float QuantDot(DType dtype, const uint8_t* row, const int8_t* qx, const float* dx, int64_t cols) {
-  float lanes[kVirtualLanes] = {};
+// The scheme's f32 accumulation for one weight row and one activation row of an integer
+// format: exact I_b and M_b per block from the integer form, then the fma chain.
+float QuantDot(DType dtype, const uint8_t* row, const QuantActivations& act, int64_t t,
+               int64_t cols) {
+  const tensor::QuantLayout layout = tensor::GetQuantLayout(dtype);
+  const int64_t block = tensor::BlockElems(dtype);
   const int64_t block_bytes = tensor::BlockBytes(dtype);
-  for (int64_t b = 0; b < cols / 32; ++b) {
-    const uint8_t* block = row + b * block_bytes;
-    const float scale = HalfToFloat(ReadU16(block)) * dx[b];
-    for (int g = 0; g < 8; ++g) {
-      int32_t p = 0;
-      for (int i = 4 * g; i < 4 * g + 4; ++i) p += QuantWeight(dtype, block, i) * qx[32 * b + i];
-      float& lane = lanes[8 * (b % 2) + g];
-      lane = std::fma(scale, static_cast<float>(p), lane);
+  const int8_t* a = act.q + t * cols;
+  const float* dx = act.d + t * (cols / block);
+  tensor::QuantBlockInts w;
+  float acc = 0.0f;
+  for (int64_t b = 0; b < cols / block; ++b) {
+    tensor::DecodeBlockInts(dtype, row + b * block_bytes, &w);
+    int32_t sum_i = 0, sum_m = 0;
+    for (int s = 0; s < layout.num_subs; ++s) {
+      int32_t p = 0, sa = 0;
+      for (int j = s * layout.sub_len; j < (s + 1) * layout.sub_len; ++j) {
+        p += static_cast<int32_t>(w.q[j]) * a[b * block + j];
+        sa += a[b * block + j];
+      }
+      sum_i += w.scale[s] * p;
+      sum_m += w.min[s] * sa;
     }
+    acc = std::fma(w.d * dx[b], static_cast<float>(sum_i), acc);
+    if (layout.has_min) acc = std::fma(w.dmin * dx[b], static_cast<float>(sum_m), acc);
   }
-  return ReduceVirtualLanes(lanes);
+  return acc;
 }
 
 }  // namespace
@@ -94,18 +104,89 @@ float ReduceVirtualLanes(const float (&lanes)[kVirtualLanes]) {
   return s2_0 + s2_1;
 }
 
-void PortableRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-                  int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+int64_t ActivationBlock(tensor::DType t) {
+  return tensor::BlockElems(t) == 256 ? 256 : 32;
+}
+
+void PortableRows(const WeightMatrix& w, const float* x, const QuantActivations& act, int64_t n,
+                  float* y, int64_t row_begin, int64_t row_end) {
   const int64_t row_bytes = tensor::RowBytes(w.dtype, w.cols);
-  const bool quant = w.dtype == DType::kQ8_0 || w.dtype == DType::kQ4_0;
+  const bool quant = tensor::IsIntegerQuant(w.dtype);
   for (int64_t r = row_begin; r < row_end; ++r) {
     const uint8_t* row = static_cast<const uint8_t*>(w.data) + r * row_bytes;
     for (int64_t t = 0; t < n; ++t) {
-      y[t * w.rows + r] =
-          quant ? QuantDot(w.dtype, row, qx + t * w.cols, dx + t * (w.cols / 32), w.cols)
-                : FloatDot(w.dtype, row, x + t * w.cols, w.cols);
+      y[t * w.rows + r] = quant ? QuantDot(w.dtype, row, act, t, w.cols)
+                                : FloatDot(w.dtype, row, x + t * w.cols, w.cols);
     }
   }
 }
 
-}  // namespace kvserve::kernels::internal
+void SumActivationCodes(const int8_t* q, int64_t cols, int16_t* sums) {
+  for (int64_t k = 0; k < cols / 16; ++k) {
+    int sum = 0;
+    for (int i = 0; i < 16; ++i) sum += q[16 * k + i];
+    sums[k] = static_cast<int16_t>(sum);
+  }
+}
+
+void FillTokenGroups(const QuantActivations& act, const TokenGroups& layout, int64_t n,
+                     int64_t g_begin, int64_t g_end, uint8_t* staging) {
+  const int64_t cols = layout.cols, blocks = cols / layout.block;
+  for (int64_t g = g_begin; g < g_end; ++g) {
+    auto* q = reinterpret_cast<int8_t*>(staging + layout.QOffset(g));
+    auto* d = reinterpret_cast<float*>(staging + layout.DOffset(g));
+    auto* sums = reinterpret_cast<int32_t*>(staging + layout.SumsOffset(g));
+    for (int j = 0; j < 16; ++j) {
+      const int64_t t = 16 * g + j;
+      const bool valid = t < n;
+      for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
+        for (int k = 0; k < 4; ++k) q[(c4 * 16 + j) * 4 + k] = valid ? act.q[t * cols + 4 * c4 + k] : 0;
+      }
+      for (int64_t b = 0; b < blocks; ++b) d[b * 16 + j] = valid ? act.d[t * blocks + b] : 0.0f;
+      for (int64_t k = 0; k < cols / 16; ++k) {
+        sums[k * 16 + j] = valid ? act.sums[t * (cols / 16) + k] : 0;
+      }
+    }
+  }
+}
+
+}  // namespace internal
+
+namespace {
+
+// ggml's nearest_int: round half to even via the 1.5 * 2^23 trick (|v| <= 2^22 here).
+int NearestEven(float v) {
+  return (std::bit_cast<int32_t>(v + 12582912.0f) & 0x007FFFFF) - 0x00400000;
+}
+
+}  // namespace
+
+void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums) {
+  CHECK_EQ(cols % 256, 0);
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    const float* xb = x + 256 * b;
+    int8_t* qb = q + 256 * b;
+    float max = 0.0f, amax = 0.0f;
+    for (int j = 0; j < 256; ++j) {
+      const float ax = std::fabs(xb[j]);
+      if (ax > amax) {
+        amax = ax;
+        max = xb[j];
+      }
+    }
+    if (amax == 0.0f) {
+      d[b] = 0.0f;
+      std::memset(qb, 0, 256);
+      continue;
+    }
+    const float iscale = -127.0f / max;
+    for (int j = 0; j < 256; ++j) {
+      const float v = iscale * xb[j];
+      qb[j] = v == v ? static_cast<int8_t>(std::clamp(NearestEven(v), -127, 127)) : 0;
+    }
+    d[b] = 1.0f / iscale;
+  }
+  internal::SumActivationCodes(q, cols, sums);
+}
+
+}  // namespace kvserve::kernels

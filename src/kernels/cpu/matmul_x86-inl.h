@@ -7,7 +7,7 @@ using VF = __m256;
 inline constexpr int kLanes = 8;
 inline constexpr int kRowTile = 2;
 inline constexpr int kFloatTokenTile = 3;
-inline constexpr int kQuantRowTile = 2;
+inline constexpr int kQuantRowTile = 4;
 inline constexpr int kQuantTokenTile = 2;
 HWY_INLINE VF Zero() {
   return _mm256_setzero_ps();
@@ -134,29 +134,6 @@ HWY_NOINLINE void FloatTile(const uint8_t* w, int64_t w_stride, int64_t cols, co
     for (int t = 0; t < T; ++t) y[t * y_stride + r] = ReduceVirtual(acc[r][t]);
 }
 
-// 32 signed weights of a Q8_0 / Q4_0 block, in column order.
-template <tensor::DType kType>
-HWY_INLINE __m256i LoadBlock(const uint8_t* block) {
-  if constexpr (kType == tensor::DType::kQ8_0) {
-    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(block + 2));
-  } else {
-    const __m128i qs = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 2));
-    const __m128i mask = _mm_set1_epi8(0x0F);
-    const __m128i lo = _mm_and_si128(qs, mask);                     // columns 0..15
-    const __m128i hi = _mm_and_si128(_mm_srli_epi16(qs, 4), mask);  // columns 16..31
-    return _mm256_sub_epi8(_mm256_set_m128i(hi, lo), _mm256_set1_epi8(8));
-  }
-}
-
-HWY_INLINE float BlockScale(const uint8_t* block) {
-  uint16_t h;
-  std::memcpy(&h, block, 2);
-  return _cvtsh_ss(h);
-}
-
-template <tensor::DType kType>
-inline constexpr int64_t kBlockBytes = kType == tensor::DType::kQ8_0 ? 34 : 18;
-
 #include "kernels/cpu/matmul_x86_quant-inl.h"
 
 #if HWY_TARGET != HWY_AVX2
@@ -207,22 +184,12 @@ HWY_INLINE void FloatTileT(int t_count, const uint8_t* w, int64_t w_stride, int6
   }
 }
 
-template <tensor::DType kType, int R, int kMaxT, int T = kMaxT>
-HWY_INLINE void QuantTileT(int t_count, const uint8_t* w, int64_t w_stride, int64_t cols,
-                           const int8_t* qx, const float* dx, float* y, int64_t y_stride) {
-  if constexpr (T >= 1) {
-    if (t_count == T) return QuantTile<kType, R, T>(w, w_stride, cols, qx, dx, y, y_stride);
-    QuantTileT<kType, R, kMaxT, T - 1>(t_count, w, w_stride, cols, qx, dx, y, y_stride);
-  }
-}
-
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) in R x T tiles (single rows at the end).
 template <tensor::DType kType>
-void TileRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx, float* y,
-              int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
-  constexpr bool kQuant = kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0;
-  constexpr int kT = kQuant ? kQuantTokenTile : kFloatTokenTile;
-  constexpr int kR = kQuant ? kQuantRowTile : kRowTile;
+void FloatRows(const WeightMatrix& w, const float* x, float* y, int64_t row_begin,
+               int64_t row_end, int64_t t_begin, int64_t t_end) {
+  constexpr int kT = kFloatTokenTile;
+  constexpr int kR = kRowTile;
   const int64_t w_stride = tensor::RowBytes(kType, w.cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t r = row_begin; r < row_end;) {
@@ -232,73 +199,54 @@ void TileRows(const WeightMatrix& w, const float* x, const int8_t* qx, const flo
       for (int64_t rr = r; rr < (full_rows ? r + 1 : row_end); ++rr) {
         const uint8_t* wr = base + rr * w_stride;
         float* yr = y + t * w.rows + rr;
-        if constexpr (kQuant) {
-          const int8_t* q = qx + t * w.cols;
-          const float* d = dx + t * (w.cols / 32);
-          if (full_rows)
-            QuantTileT<kType, kR, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
-          else
-            QuantTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, q, d, yr, w.rows);
-        } else {
-          const float* xt = x + t * w.cols;
-          if (full_rows)
-            FloatTileT<kType, kR, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
-          else
-            FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
-        }
+        const float* xt = x + t * w.cols;
+        if (full_rows)
+          FloatTileT<kType, kR, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
+        else
+          FloatTileT<kType, 1, kT>(t_count, wr, w_stride, w.cols, xt, yr, w.rows);
       }
     }
     r = full_rows ? r + kR : row_end;
   }
 }
 
-// Rows [row_begin, row_end) x tokens [t_begin, t_end): the VNNI tiles for quantized weights on
-// AVX3_DL, R x T tiles otherwise.
-template <tensor::DType kType>
-void TypedRows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-               const float* dxv, float* y, int64_t row_begin, int64_t row_end, int64_t t_begin,
-               int64_t t_end) {
-#if HWY_TARGET == HWY_AVX3_DL
-  if constexpr (kType == tensor::DType::kQ8_0 || kType == tensor::DType::kQ4_0) {
-    VnniRows<kType>(w, qx, dxv, y, row_begin, row_end, t_begin, t_end);
-  } else {
-    TileRows<kType>(w, x, qx, dx, y, row_begin, row_end, t_begin, t_end);
-  }
-#else
-  (void)dxv;
-  TileRows<kType>(w, x, qx, dx, y, row_begin, row_end, t_begin, t_end);
-#endif
-}
-
-// Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows.
+// Token chunk whose activations stay in L2 (~256 KiB) while a thread sweeps its rows; a
+// multiple of 16 (the token groups of the VNNI tiles).
 HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
-  const bool quant = w.dtype == tensor::DType::kQ8_0 || w.dtype == tensor::DType::kQ4_0;
-  const int64_t bytes_per_token = w.cols * (quant ? 1 : 4);
-  return std::max<int64_t>(16, (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token));
+  const int64_t bytes_per_token = w.cols * (tensor::IsIntegerQuant(w.dtype) ? 1 : 4);
+  const int64_t tokens = (int64_t{256} << 10) / std::max<int64_t>(1, bytes_per_token);
+  return std::max<int64_t>(16, tokens / 16 * 16);
 }
 
-void X86Rows(const WeightMatrix& w, const float* x, const int8_t* qx, const float* dx,
-             const float* dxv, int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+void X86Rows(const WeightMatrix& w, const float* x, const internal::QuantActivations& act,
+             int64_t n, float* y, int64_t row_begin, int64_t row_end) {
+  using tensor::DType;
   const int64_t chunk = ChunkTokens(w);
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t t1 = std::min(n, t0 + chunk);
     switch (w.dtype) {
-      case tensor::DType::kF32:
-        TypedRows<tensor::DType::kF32>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
-        break;
-      case tensor::DType::kF16:
-        TypedRows<tensor::DType::kF16>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
-        break;
-      case tensor::DType::kBF16:
-        TypedRows<tensor::DType::kBF16>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
-        break;
-      case tensor::DType::kQ8_0:
-        TypedRows<tensor::DType::kQ8_0>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
-        break;
-      case tensor::DType::kQ4_0:
-        TypedRows<tensor::DType::kQ4_0>(w, x, qx, dx, dxv, y, row_begin, row_end, t0, t1);
-        break;
-      default: internal::PortableRows(w, x, qx, dx, n, y, row_begin, row_end); return;
+#define KVSERVE_FLOAT_CASE(T) \
+  case T: FloatRows<T>(w, x, y, row_begin, row_end, t0, t1); break;
+#define KVSERVE_QUANT_CASE(T) \
+  case T: QuantRows<T>(w, act, n, y, row_begin, row_end, t0, t1); break;
+      KVSERVE_FLOAT_CASE(DType::kF32)
+      KVSERVE_FLOAT_CASE(DType::kF16)
+      KVSERVE_FLOAT_CASE(DType::kBF16)
+      KVSERVE_QUANT_CASE(DType::kQ8_0)
+      KVSERVE_QUANT_CASE(DType::kQ4_0)
+      KVSERVE_QUANT_CASE(DType::kQ4_1)
+      KVSERVE_QUANT_CASE(DType::kQ5_0)
+      KVSERVE_QUANT_CASE(DType::kQ5_1)
+      KVSERVE_QUANT_CASE(DType::kIQ4_NL)
+      KVSERVE_QUANT_CASE(DType::kQ2_K)
+      KVSERVE_QUANT_CASE(DType::kQ3_K)
+      KVSERVE_QUANT_CASE(DType::kQ4_K)
+      KVSERVE_QUANT_CASE(DType::kQ5_K)
+      KVSERVE_QUANT_CASE(DType::kQ6_K)
+      KVSERVE_QUANT_CASE(DType::kIQ4_XS)
+#undef KVSERVE_FLOAT_CASE
+#undef KVSERVE_QUANT_CASE
+      default: internal::PortableRows(w, x, act, n, y, row_begin, row_end); return;
     }
   }
 }

@@ -17,19 +17,25 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps
 
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
   DCHECK(params.rope_dim % 2 == 0 && params.rope_dim <= params.head_dim);
+  const int half = params.rope_dim / 2;
   const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
-  for (int i = 0; i < params.rope_dim / 2; ++i) {
+  // Pair i's two indices within a head.
+  const bool neox = params.style == RopeStyle::kNeox;
+  for (int i = 0; i < half; ++i) {
     const double inv_freq =
         std::pow(params.freq_base, -2.0 * i / static_cast<double>(params.rope_dim));
-    const double theta = scaled_pos * inv_freq;
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    double theta = scaled_pos * inv_freq;
+    if (params.freq_factors != nullptr) theta /= params.freq_factors[i];
+    const float c = static_cast<float>(std::cos(theta) * params.attn_factor);
+    const float s = static_cast<float>(std::sin(theta) * params.attn_factor);
+    const int a = neox ? i : 2 * i;
+    const int b = neox ? i + half : 2 * i + 1;
     for (int h = 0; h < num_heads; ++h) {
-      float* pair = x + static_cast<int64_t>(h) * params.head_dim + 2 * i;
-      const float x0 = pair[0];
-      const float x1 = pair[1];
-      pair[0] = x0 * c - x1 * s;
-      pair[1] = x0 * s + x1 * c;
+      float* head = x + static_cast<int64_t>(h) * params.head_dim;
+      const float x0 = head[a];
+      const float x1 = head[b];
+      head[a] = x0 * c - x1 * s;
+      head[b] = x0 * s + x1 * c;
     }
   }
 }
@@ -39,6 +45,25 @@ void SiluMul(float* gate, const float* up, int64_t n) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
   }
+}
+
+void GeluMul(float* gate, const float* up, int64_t n) {
+  constexpr float kSqrt2OverPi = 0.79788456080286535588f;
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = gate[i];
+    const float gelu = 0.5f * g * (1.0f + std::tanh(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g)));
+    gate[i] = gelu * up[i];
+  }
+}
+
+void SoftCap(float* x, int64_t n, float cap) {
+  DCHECK(cap > 0.0f);
+  const float inv = 1.0f / cap;
+  for (int64_t i = 0; i < n; ++i) x[i] = cap * std::tanh(x[i] * inv);
+}
+
+void Scale(float* x, int64_t n, float s) {
+  for (int64_t i = 0; i < n; ++i) x[i] *= s;
 }
 
 void Softmax(float* x, int64_t n) {

@@ -1,5 +1,5 @@
-// Per-token CPU kernels of the forward pass: RMSNorm, RoPE, SwiGLU, softmax, embedding
-// lookup, residual add.
+// Per-token CPU kernels of the forward pass: RMSNorm, RoPE, SwiGLU and GeGLU, soft-capping,
+// softmax, embedding lookup, scaling, residual add.
 //
 // Every function here works on one row (one token) at a time, in a fixed order, so a token's
 // result never depends on which other tokens share the batch or on the thread count
@@ -16,23 +16,44 @@ namespace kvserve::kernels {
 // The mean is accumulated in double, in index order.
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
-// Rotary position embedding, the GGUF/llama.cpp "normal" (LLAMA) convention: within each
-// head, adjacent pairs (x[2i], x[2i+1]) for 2i < rope_dim are rotated by the angle
-//   theta_i = (pos / scale) * base^(-2i / rope_dim)
-// and dimensions >= rope_dim pass through. `scale` is the linear rope scaling factor (1 = none).
-// x: (num_heads, head_dim), modified in place.
-// Example: head_dim 8, rope_dim 8, base 10000, pos 3: pairs (0,1),(2,3),(4,5),(6,7) rotate by
-// 3, 3*10000^-0.25, 3*10000^-0.5, 3*10000^-0.75 radians.
+// Rotary position embedding as ggml's rope with llama.cpp's two pairings. Within each head the
+// first rope_dim values rotate in rope_dim / 2 pairs; pair i turns by the angle
+//   theta_i = (pos / linear_scale) * base^(-2i / rope_dim) / freq_factors[i]
+// (freq_factors absent = 1: Llama 3's rope_freqs.weight, Phi-3's long/short factors), and the
+// rotated values are multiplied by attn_factor (1 unless the file says otherwise).
+//   kNormal (llama.cpp LLAMA_ROPE_TYPE_NORM, the `llama` architecture): pair i = (2i, 2i + 1)
+//   kNeox (LLAMA_ROPE_TYPE_NEOX: qwen2, qwen3, phi3, gemma*): pair i = (i, i + rope_dim / 2)
+// Dimensions >= rope_dim pass through. x: (num_heads, head_dim), modified in place.
+// Example: head_dim 8, rope_dim 8, base 10000, pos 3: the angles are 3, 3*10000^-0.25,
+// 3*10000^-0.5, 3*10000^-0.75 radians; kNormal turns (0,1),(2,3),(4,5),(6,7), kNeox turns
+// (0,4),(1,5),(2,6),(3,7).
+enum class RopeStyle { kNormal, kNeox };
 struct RopeParams {
   int head_dim = 0;
   int rope_dim = 0;  // even, <= head_dim
   double freq_base = 10000.0;
   double linear_scale = 1.0;
+  RopeStyle style = RopeStyle::kNormal;
+  const float* freq_factors = nullptr;  // (rope_dim / 2) divisors of the angles, or null
+  double attn_factor = 1.0;             // scales cos and sin (llama.cpp's rope attn_factor)
 };
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos);
 
 // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n).
 void SiluMul(float* gate, const float* up, int64_t n);
+
+// gate[i] = gelu(gate[i]) * up[i], i in [0, n), GELU's tanh form as the models define it
+// (PyTorch's gelu(approximate="tanh")): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in f32.
+// note: llama.cpp's CPU backend instead looks GELU up in a table of f16 values (ggml's
+// GGML_GELU_FP16), which moves Gemma's logprobs by ~1e-4..1e-3 from the exact function;
+// kvserve keeps the exact one (docs/models.md has the measured difference).
+void GeluMul(float* gate, const float* up, int64_t n);
+
+// x[i] = cap * tanh(x[i] / cap), i in [0, n) (Gemma's logit soft-capping). note: cap > 0.
+void SoftCap(float* x, int64_t n, float cap);
+
+// x[i] *= s, i in [0, n).
+void Scale(float* x, int64_t n, float s);
 
 // In place: x[i] = exp(x[i] - max) / sum, the sum accumulated in index order in f32.
 void Softmax(float* x, int64_t n);

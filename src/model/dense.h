@@ -1,10 +1,12 @@
-// LlamaModel: the GGUF `llama` architecture on CPU over a ragged batch, K/V in one full-attention
-// KV group read through block tables.
+// DenseModel: every dense GGUF transformer kvserve runs (llama, qwen2, qwen3, phi3, gemma2,
+// gemma3; model/config.h says how they differ) on CPU over a ragged batch. K/V live in one
+// KV group per distinct attention window (model::DenseKvGroups): one full group for most
+// models, a full and a sliding-window group for Gemma, read through block tables.
 //
-//   x = token_embd[token]                                                     (T, dim)
-//   per layer: x += Wo · Attention(RoPE(Wq · n), RoPE(Wk · n), Wv · n),  n = RMSNorm(x) * attn_norm
-//              x += Wdown · (silu(Wgate · n) * (Wup · n)),             n = RMSNorm(x) * ffn_norm
-//   logits = Woutput · (RMSNorm(x) * output_norm)   (Woutput = token_embd when tied)
+//   x = token_embd[token] * embedding_scale                                    (T, dim)
+//   per layer l: x += AttentionBlock(x)  over the group of l's window (model/layers.h)
+//                x += GatedFfnBlock(x)
+//   logits = softcap(Woutput · (RMSNorm(x) * output_norm))   (Woutput = token_embd when tied)
 //
 // Owns: the mapped GGUF file (weights are used in place from it, never copied) and every scratch
 // activation, preallocated at Load for max_batch_tokens; Forward allocates nothing.
@@ -26,11 +28,11 @@
 
 namespace kvserve::model {
 
-class LlamaModel final : public Model {
+class DenseModel final : public Model {
  public:
   // Reads the config (a clear Status when metadata is missing or inconsistent) and binds the
   // weights in place.
-  static Result<std::unique_ptr<LlamaModel>> Load(std::shared_ptr<const gguf::GgufFile> file,
+  static Result<std::unique_ptr<DenseModel>> Load(std::shared_ptr<const gguf::GgufFile> file,
                                                   const LoadOptions& options);
 
   const ModelConfig& config() const { return config_; }
@@ -38,17 +40,23 @@ class LlamaModel final : public Model {
   std::string_view architecture() const override { return config_.architecture; }
   int64_t vocab_size() const override { return config_.vocab_size; }
 
-  // Model::Forward; kv.paged[0] holds num_layers layers of num_kv_heads * head_dim values.
+  // Model::Forward; kv.paged[g] holds group g of DenseKvGroups (num_kv_heads * head_dim values
+  // per row), layers indexed by model layer.
   void Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool, float* logits) override;
 
  private:
-  LlamaModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig config, LoadOptions options);
+  DenseModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig config, LoadOptions options);
+  void BindLayers();
 
   std::shared_ptr<const gguf::GgufFile> file_;
   ModelConfig config_;
   LoadOptions options_;
-  kernels::AttentionShape attention_shape_;
-  kernels::RopeParams rope_;
+
+  // Per layer: its attention shape (window, soft-cap), rotary embedding and KV group.
+  std::vector<kernels::AttentionShape> shapes_;  // (layers)
+  std::vector<kernels::RopeParams> ropes_;       // (layers)
+  std::vector<int> group_of_layer_;              // (layers)
+  int num_groups_ = 1;
 
   // Weights, pointing into file_'s mapping.
   kernels::WeightMatrix token_embd_;         // (vocab, dim)
@@ -57,15 +65,15 @@ class LlamaModel final : public Model {
   std::vector<AttentionWeights> attention_;  // (layers)
   std::vector<FfnWeights> ffn_;              // (layers)
 
-  // Per step: the batch's rows and each sequence's attention slice (capacity reserved at Load).
+  // Per step: the batch's rows and each group's attention slices (capacity reserved at Load).
   TokenRows rows_;
-  std::vector<kernels::AttentionSequence> seqs_;
+  std::vector<std::vector<kernels::AttentionSequence>> seqs_;  // (groups)
 
   // Scratch, T = max_batch_tokens.
   Activations act_;
   AttentionBuffers attention_buffers_;
   std::unique_ptr<kernels::AttentionScratch> attention_scratch_;
-  kernels::MatMulScratch matmul_scratch_;  // T tokens, max(dim, ffn) columns
+  kernels::MatMulScratch matmul_scratch_;  // T tokens, max(dim, q_row, ffn) columns
 };
 
 }  // namespace kvserve::model

@@ -1,0 +1,259 @@
+// Per-target attention arithmetic (re-included once per Highway target by attention.cc and
+// latent_attention.cc): K/V conversion, the 16-key chunk step, the partition fold.
+//
+// Implements the numerics contract of attention.h with "16 logical lanes": one AVX-512
+// register, two AVX2 registers, four SSE4 registers or sixteen scalars, lane by lane the same
+// float operations, so every target computes the same bits. Targets without hardware FMA
+// evaluate fma lane by lane with std::fma (slow, exact). A softmax state (attention.h) is
+// stored as floats [acc (padded_hd)][L (16)][m][15 unused].
+#if defined(KVSERVE_KERNELS_CPU_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#undef KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#else
+#define KVSERVE_KERNELS_CPU_ATTENTION_INL_H_
+#endif
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "core/check.h"
+#include "hwy/highway.h"
+#include "kernels/cpu/attention_exp.h"
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/kv_dequant.h"
+#include "tensor/quant.h"
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+#include <immintrin.h>
+#endif
+
+HWY_BEFORE_NAMESPACE();
+#include "kernels/cpu/attention_convert-inl.h"
+
+namespace kvserve::kernels::HWY_NAMESPACE {
+
+constexpr int kLanes = 16;
+constexpr int kVecs = kLanes / static_cast<int>(kN);  // vectors per 16 logical lanes
+constexpr int kChunk = AttentionScratch::kKeyChunk;
+constexpr int kPartition = AttentionScratch::kPartition;
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// fma(a, b, c) rounded once, on every target.
+HWY_INLINE VF Fma(VF a, VF b, VF c) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(a, b, c);
+#else
+  const DF d;
+  HWY_ALIGN float x[kN], y[kN], z[kN];
+  hn::Store(a, d, x);
+  hn::Store(b, d, y);
+  hn::Store(c, d, z);
+  for (size_t i = 0; i < kN; ++i) x[i] = std::fma(x[i], y[i], z[i]);
+  return hn::Load(d, x);
+#endif
+}
+
+// AttentionExp (attention_exp.h) lane by lane.
+HWY_INLINE VF Exp(VF x) {
+  namespace e = attention_exp;
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  const VF round = hn::Set(d, e::kRound);
+  const VF n = hn::Sub(hn::Add(hn::Mul(x, hn::Set(d, e::kLog2e)), round), round);
+  VF r = Fma(n, hn::Set(d, -e::kC1), x);
+  r = Fma(n, hn::Set(d, -e::kC2), r);
+  VF p = Fma(hn::Set(d, e::kP0), r, hn::Set(d, e::kP1));
+  p = Fma(p, r, hn::Set(d, e::kP2));
+  p = Fma(p, r, hn::Set(d, e::kP3));
+  p = Fma(p, r, hn::Set(d, e::kP4));
+  p = Fma(p, r, hn::Set(d, e::kP5));
+  const VF y = hn::Add(Fma(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
+  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
+  const VF result = hn::Mul(y, hn::BitCast(d, bits));
+  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, e::kMin)), result);
+}
+
+HWY_INLINE float ExpScalar(float x) {
+  return hn::GetLane(Exp(hn::Set(DF(), x)));
+}
+
+// Sum of 16 lanes by halving (l += l + 8, + 4, + 2, + 1).
+HWY_INLINE float TreeSum16(float* lanes) {
+  for (int width = kLanes / 2; width >= 1; width /= 2) {
+    for (int l = 0; l < width; ++l) lanes[l] += lanes[l + width];
+  }
+  return lanes[0];
+}
+
+// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
+// as 16 logical lanes in s[0 .. kVecs).
+HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
+  const DF d;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // One register of 16 lane sums per key; the halving tree of all 16 keys is done together by
+  // a transpose-and-add network. Slot i holds key (i % 4) * 4 + i / 4, so that key j ends in
+  // output lane j. Each stage adds, per key, exactly the lanes the scalar tree adds.
+  __m512 lanes[16];
+  for (int i = 0; i < 16; ++i) {
+    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
+    for (int c = 16; c < padded_hd; c += 16) {
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
+    }
+    lanes[i] = acc;
+  }
+  __m512 t[8], u[4], w[2];
+  for (int i = 0; i < 8; ++i) {  // l += l + 8
+    t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(lanes[2 * i], lanes[2 * i + 1], 0x44),
+                         _mm512_shuffle_f32x4(lanes[2 * i], lanes[2 * i + 1], 0xEE));
+  }
+  for (int i = 0; i < 4; ++i) {  // l += l + 4
+    u[i] = _mm512_add_ps(_mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(2, 0, 2, 0)),
+                         _mm512_shuffle_f32x4(t[2 * i], t[2 * i + 1], _MM_SHUFFLE(3, 1, 3, 1)));
+  }
+  for (int i = 0; i < 2; ++i) {  // l += l + 2
+    w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
+                         _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
+  }
+  const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+  s[0] = hn::Mul(VF{sum}, hn::Set(d, scale));
+#else
+  HWY_ALIGN float dots[kLanes];
+  for (int j = 0; j < kChunk; ++j) {
+    const float* k = keys + static_cast<int64_t>(j) * padded_hd;
+    HWY_ALIGN float lanes[kLanes];
+    for (int v = 0; v < kVecs; ++v) {
+      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), hn::LoadU(d, k + v * kN));
+      for (int c = kLanes; c < padded_hd; c += kLanes) {
+        acc = Fma(hn::LoadU(d, q + c + v * kN), hn::LoadU(d, k + c + v * kN), acc);
+      }
+      hn::Store(acc, d, lanes + v * kN);
+    }
+    dots[j] = TreeSum16(lanes);
+  }
+  for (int v = 0; v < kVecs; ++v) s[v] = hn::Mul(hn::Load(d, dots + v * kN), hn::Set(d, scale));
+#endif
+}
+
+// Logit soft-capping (AttentionShape::softcap): s = softcap * tanh(s / softcap) per lane, with
+// the scalar libm tanh so every SIMD target computes the same bits.
+HWY_INLINE void SoftCap(float softcap, VF* s) {
+  const DF d;
+  HWY_ALIGN float lanes[kLanes];
+  for (int v = 0; v < kVecs; ++v) hn::Store(s[v], d, lanes + v * kN);
+  for (float& x : lanes) x = softcap * std::tanh(x / softcap);
+  for (int v = 0; v < kVecs; ++v) s[v] = hn::Load(d, lanes + v * kN);
+}
+
+// For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
+// acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
+template <int kQ, int kV>
+HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* values,
+                                 int padded_hd, const float (*p)[kLanes], const float* alpha,
+                                 int a, int b) {
+  const DF d;
+  VF sum[kQ][kV];
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) sum[i][v] = hn::LoadU(d, acc[i] + offset + v * kN);
+    if (alpha[i] != 1.0f) {
+      for (int v = 0; v < kV; ++v) sum[i][v] = hn::Mul(sum[i][v], hn::Set(d, alpha[i]));
+    }
+  }
+  for (int j = a; j < b; ++j) {
+    const float* row = values + static_cast<int64_t>(j) * padded_hd + offset;
+    VF value[kV];
+    for (int v = 0; v < kV; ++v) value[v] = hn::LoadU(d, row + v * kN);
+    for (int i = 0; i < kQ; ++i) {
+      const VF pj = hn::Set(d, p[i][j]);
+      for (int v = 0; v < kV; ++v) sum[i][v] = Fma(pj, value[v], sum[i][v]);
+    }
+  }
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) hn::StoreU(sum[i][v], d, acc[i] + offset + v * kN);
+  }
+}
+
+// One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
+// q[i] (padded_hd floats) updates the state at state[i]; softcap > 0 soft-caps the scores.
+template <int kQ>
+HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
+                             const float* values, int padded_hd, float scale, int a, int b,
+                             float softcap = 0.0f) {
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  HWY_ALIGN float p[kQ][kLanes];
+  float alpha[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    VF s[kVecs];
+    Scores(q[i], keys, padded_hd, scale, s);
+    if (softcap > 0.0f) SoftCap(softcap, s);
+    VF chunk_max = hn::Set(d, kNegInf);
+    for (int v = 0; v < kVecs; ++v) {
+      const auto index = hn::Iota(di, v * static_cast<int>(kN));
+      const auto visible =
+          hn::And(hn::Lt(hn::Set(di, a - 1), index), hn::Lt(index, hn::Set(di, b)));
+      s[v] = hn::IfThenElse(hn::RebindMask(d, visible), s[v], hn::Set(d, kNegInf));
+      chunk_max = hn::Max(chunk_max, s[v]);
+    }
+    float* lsum = state[i] + padded_hd;
+    float& m = state[i][padded_hd + kLanes];
+    const float new_max = std::max(m, hn::GetLane(hn::MaxOfLanes(d, chunk_max)));
+    alpha[i] = new_max == m ? 1.0f : ExpScalar(m - new_max);
+    for (int v = 0; v < kVecs; ++v) {
+      const VF pv = Exp(hn::Sub(s[v], hn::Set(d, new_max)));
+      hn::Store(pv, d, p[i] + v * kN);
+      const VF l = hn::LoadU(d, lsum + v * kN);
+      hn::StoreU(alpha[i] == 1.0f ? hn::Add(l, pv) : Fma(l, hn::Set(d, alpha[i]), pv), d,
+                 lsum + v * kN);
+    }
+    m = new_max;
+  }
+  constexpr int kBlockVecs = 4;  // value vectors per pass: 16 accumulators for 4 queries
+  int c = 0;
+  for (; c + kBlockVecs * static_cast<int>(kN) <= padded_hd; c += kBlockVecs * kN) {
+    AccumulateValues<kQ, kBlockVecs>(state, c, values, padded_hd, p, alpha, a, b);
+  }
+  for (; c < padded_hd; c += kN) {
+    AccumulateValues<kQ, 1>(state, c, values, padded_hd, p, alpha, a, b);
+  }
+}
+
+// total = the fold of total and part (attention.h). note: part saw at least one key.
+HWY_INLINE void Merge(float* total, const float* part, int padded_hd) {
+  const DF d;
+  float& m_t = total[padded_hd + kLanes];
+  const float m_k = part[padded_hd + kLanes];
+  const float m = std::max(m_t, m_k);
+  const VF a = hn::Set(d, ExpScalar(m_t - m));
+  const VF b = hn::Set(d, ExpScalar(m_k - m));
+  for (int c = 0; c < padded_hd + kLanes; c += kN) {  // acc, then L
+    const VF t = hn::Mul(hn::LoadU(d, total + c), a);
+    hn::StoreU(Fma(hn::LoadU(d, part + c), b, t), d, total + c);
+  }
+  m_t = m;
+}
+
+HWY_INLINE void ResetStates(float* states, int count, int state_floats, int padded_hd) {
+  for (int i = 0; i < count; ++i) {
+    float* s = states + static_cast<int64_t>(i) * state_floats;
+    std::fill(s, s + padded_hd + kLanes, 0.0f);
+    s[padded_hd + kLanes] = kNegInf;
+  }
+}
+
+// out[0, hd) = acc * (1 / the halving sum of L).
+HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out) {
+  HWY_ALIGN float lanes[kLanes];
+  std::memcpy(lanes, state + padded_hd, sizeof(lanes));
+  const float inv = 1.0f / TreeSum16(lanes);
+  for (int c = 0; c < hd; ++c) out[c] = state[c] * inv;
+}
+
+}  // namespace kvserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

@@ -1,0 +1,177 @@
+// Per-target attention work items (included by attention.cc once per Highway target): the
+// walk over partitions and chunks of one item, the fold of split sequences, and the worker
+// loop that claims items.
+#if defined(KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#undef KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#else
+#define KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
+#endif
+
+#include "kernels/cpu/attention-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace kvserve::kernels::HWY_NAMESPACE {
+
+constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the one computed
+
+// Queries (r, g) of an item (row r of the tile, query head g of the kv head's group) are
+// numbered r * group + g; their vectors sit at t.queries + i * padded_hd, zero-padded.
+HWY_INLINE void LoadQueries(const internal::AttentionCall& c, const AttentionSequence& seq,
+                            const AttentionScratch::Item& item, int padded_hd, float* queries) {
+  const AttentionShape& shape = *c.shape;
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const int64_t q_stride = static_cast<int64_t>(shape.num_heads) * shape.head_dim;
+  for (int r = 0; r < item.count; ++r) {
+    const float* row = c.q + (seq.first_row + item.first + r) * q_stride +
+                       static_cast<int64_t>(item.kv_head) * group * shape.head_dim;
+    for (int g = 0; g < group; ++g) {
+      std::memcpy(queries + static_cast<int64_t>(r * group + g) * padded_hd,
+                  row + g * shape.head_dim, sizeof(float) * shape.head_dim);
+    }
+  }
+}
+
+// Writes the finished states (one per query of the item) to the output rows.
+HWY_INLINE void StoreOutputs(const internal::AttentionCall& c, const AttentionSequence& seq,
+                             int32_t first, int32_t count, int kv_head, const float* states,
+                             int state_floats, int padded_hd) {
+  const AttentionShape& shape = *c.shape;
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const int64_t q_stride = static_cast<int64_t>(shape.num_heads) * shape.head_dim;
+  for (int r = 0; r < count; ++r) {
+    float* row = c.out + (seq.first_row + first + r) * q_stride +
+                 static_cast<int64_t>(kv_head) * group * shape.head_dim;
+    for (int g = 0; g < group; ++g) {
+      Finalize(states + static_cast<int64_t>(r * group + g) * state_floats, shape.head_dim,
+               padded_hd, row + g * shape.head_dim);
+    }
+  }
+}
+
+// Folds a split sequence's partition states in order and writes its outputs. Runs on the
+// thread that finished the split's last item.
+HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScratch::Split& split,
+                          AttentionScratch::Thread& t) {
+  const AttentionSequence& seq = c.seqs[split.seq];
+  const int group = c.shape->num_heads / c.shape->num_kv_heads;
+  const int queries = seq.num_tokens * group;
+  const int sf = c.scratch->state_floats();
+  const int padded_hd = c.scratch->padded_head_dim();
+  ResetStates(t.total, queries, sf, padded_hd);
+  for (int32_t k = 0; k < split.part_end - split.part_begin; ++k) {
+    const float* states = c.split_states + (split.first_state + int64_t{k} * queries) * sf;
+    for (int i = 0; i < queries; ++i) {
+      const float* part = states + static_cast<int64_t>(i) * sf;
+      if (part[padded_hd + kLanes] != kNegInf) Merge(t.total + int64_t{i} * sf, part, padded_hd);
+    }
+  }
+  StoreOutputs(c, seq, 0, seq.num_tokens, split.kv_head, t.total, sf, padded_hd);
+}
+
+// One work item: every query of kv head item.kv_head for item.count consecutive rows, over
+// partitions [part_begin, part_end); each chunk of K/V is converted once for all of them.
+HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScratch::Item& item,
+                           AttentionScratch::Thread& t) {
+  const AttentionShape& shape = *c.shape;
+  const tensor::PagedKvView& kv = *c.kv;
+  const AttentionSequence& seq = c.seqs[item.seq];
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const int hd = shape.head_dim;
+  const int padded_hd = c.scratch->padded_head_dim();
+  const int sf = c.scratch->state_floats();
+  const int queries = item.count * group;
+  const float softcap = shape.softcap.value_or(0.0f);
+  const int32_t pos0 = seq.start_pos + item.first;
+  const int32_t last = pos0 + item.count - 1;
+  const int32_t first_key = internal::WindowStart(shape, pos0);
+  const AttentionScratch::Split* split =
+      item.split >= 0 ? &c.scratch->splits()[item.split] : nullptr;
+  LoadQueries(c, seq, item, padded_hd, t.queries);
+  const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
+  PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, item_lo,
+                std::min(item_lo / kChunk * kChunk + kPrefetchChunks * kChunk,
+                         std::min(item.part_end * kPartition, last + 1)));
+  if (!split) ResetStates(t.total, queries, sf, padded_hd);
+  for (int32_t part = item.part_begin; part < item.part_end; ++part) {
+    float* states = split ? c.split_states + (split->first_state +
+                                              int64_t{part - split->part_begin} * queries) * sf
+                          : t.part;
+    ResetStates(states, queries, sf, padded_hd);
+    const int32_t key_lo = std::max(part * kPartition, first_key);
+    const int32_t key_hi = std::min((part + 1) * kPartition, last + 1);
+    for (int32_t c0 = key_lo / kChunk * kChunk; c0 < key_hi; c0 += kChunk) {
+      const int32_t lo = std::max(c0, key_lo);
+      const int32_t hi = std::min(c0 + kChunk, key_hi);
+      ConvertChunk(kv, c.layer, seq.block_table, item.kv_head, hd, padded_hd, c0, lo, hi, t.keys,
+                   t.values, t.staging);
+      // Keeps kPrefetchChunks chunks in flight: one head's keys of a block are only a short
+      // run (2 KiB at 64 f16 dims), too short for the hardware prefetcher to ramp up.
+      const int32_t ahead = c0 + kPrefetchChunks * kChunk;
+      if (ahead < key_hi || part + 1 < item.part_end) {
+        PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, ahead,
+                      std::min(ahead + kChunk, last + 1));
+      }
+      // Queries with the same visible keys [a, b) go through the chunk in fours (all of a
+      // row's GQA group, and all rows whose window covers the chunk, share them).
+      const float* qs[4];
+      float* ss[4];
+      int n = 0;
+      int batch_a = 0, batch_b = 0;
+      auto flush = [&] {
+        switch (n) {
+          case 4: UpdateChunks<4>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 3: UpdateChunks<3>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 2: UpdateChunks<2>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          case 1: UpdateChunks<1>(qs, ss, t.keys, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+          default: break;
+        }
+        n = 0;
+      };
+      for (int r = 0; r < item.count; ++r) {
+        const int32_t pos = pos0 + r;
+        const int a = std::max(lo, internal::WindowStart(shape, pos)) - c0;
+        const int b = std::min(hi, pos + 1) - c0;
+        if (a >= b) continue;
+        for (int g = 0; g < group; ++g) {
+          if (n > 0 && (a != batch_a || b != batch_b)) flush();
+          const int i = r * group + g;
+          qs[n] = t.queries + static_cast<int64_t>(i) * padded_hd;
+          ss[n] = states + static_cast<int64_t>(i) * sf;
+          batch_a = a;
+          batch_b = b;
+          if (++n == 4) flush();
+        }
+      }
+      flush();
+    }
+    if (split) continue;
+    for (int i = 0; i < queries; ++i) {
+      const float* p = t.part + static_cast<int64_t>(i) * sf;
+      if (p[padded_hd + kLanes] != kNegInf) Merge(t.total + int64_t{i} * sf, p, padded_hd);
+    }
+  }
+  if (!split) {
+    StoreOutputs(c, seq, item.first, item.count, item.kv_head, t.total, sf, padded_hd);
+  } else if (c.split_counters[item.split].fetch_sub(1, std::memory_order_acq_rel) == 1) {
+    FoldSplit(c, *split, t);
+  }
+}
+
+// A thread's share of a PagedAttention call: claims items until none is left.
+void AttendWorker(internal::AttentionCall* c, int thread) {
+  AttentionScratch::Thread t = c->scratch->ForThread(thread);
+  const std::vector<AttentionScratch::Item>& items = c->scratch->items();
+  for (size_t i; (i = c->next.fetch_add(1, std::memory_order_relaxed)) < items.size();) {
+    AttendItem(*c, items[i], t);
+  }
+}
+
+const char* AttentionTarget() {
+  return hwy::TargetName(HWY_TARGET);
+}
+
+}  // namespace kvserve::kernels::HWY_NAMESPACE
+HWY_AFTER_NAMESPACE();
+
+#endif  // include guard

@@ -1,0 +1,59 @@
+#include "kernels/cpu/rope_yarn.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numbers>
+
+#include "core/check.h"
+
+namespace kvserve::kernels {
+namespace {
+
+double CorrectionDim(int rope_dim, int64_t orig_ctx, double beta, double base) {
+  return rope_dim * std::log(static_cast<double>(orig_ctx) / (beta * 2 * std::numbers::pi)) /
+         (2 * std::log(base));
+}
+
+}  // namespace
+
+void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads,
+              int32_t pos) {
+  DCHECK(rope.rope_dim % 2 == 0 && rope.rope_dim <= rope.head_dim);
+  DCHECK(rope.linear_scale == 1.0);
+  const bool scaled = yarn.factor > 1.0;
+  double low = 0, high = 0;
+  if (scaled) {
+    low = std::max(0.0, std::floor(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_fast,
+                                                 rope.freq_base)));
+    high = std::min(
+        static_cast<double>(rope.rope_dim - 1),
+        std::ceil(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_slow, rope.freq_base)));
+  }
+  for (int i = 0; i < rope.rope_dim / 2; ++i) {
+    const double extrap =
+        pos * std::pow(rope.freq_base, -2.0 * i / static_cast<double>(rope.rope_dim));
+    double theta = extrap;
+    if (scaled) {
+      const double y = (i - low) / std::max(0.001, high - low);
+      const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
+      theta = extrap / yarn.factor * (1.0 - ramp) + extrap * ramp;
+    }
+    const float c = static_cast<float>(std::cos(theta));
+    const float s = static_cast<float>(std::sin(theta));
+    for (int h = 0; h < num_heads; ++h) {
+      float* pair = x + static_cast<int64_t>(h) * rope.head_dim + 2 * i;
+      const float x0 = pair[0];
+      const float x1 = pair[1];
+      pair[0] = x0 * c - x1 * s;
+      pair[1] = x0 * s + x1 * c;
+    }
+  }
+}
+
+float YarnAttentionScale(const YarnParams& yarn, double mscale_all_dim, int qk_head_dim) {
+  const double mscale =
+      yarn.factor > 1.0 ? 1.0 + 0.1 * mscale_all_dim * std::log(yarn.factor) : 1.0;
+  return static_cast<float>(mscale * mscale / std::sqrt(static_cast<double>(qk_head_dim)));
+}
+
+}  // namespace kvserve::kernels

@@ -1,0 +1,169 @@
+#include "model/deepseek2.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+#include "core/check.h"
+
+namespace kvserve::model {
+namespace {
+
+std::string Name(int layer, std::string_view suffix) {
+  return fmt::format("blk.{}.{}", layer, suffix);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Deepseek2Model>> Deepseek2Model::Load(
+    std::shared_ptr<const gguf::GgufFile> file, const LoadOptions& options) {
+  CHECK(file != nullptr);
+  KV_ASSIGN_OR_RETURN(Deepseek2Config config, ReadDeepseek2Config(*file));
+  if (!config.has_weights) {
+    return InvalidArgument(
+        "this deepseek2 file has no weights (a shape-only preset for plan and inspect)");
+  }
+  KV_ASSIGN_OR_RETURN(LoadOptions resolved, ResolveLoadOptions(options, config.context_length));
+  return std::unique_ptr<Deepseek2Model>(
+      new Deepseek2Model(std::move(file), std::move(config), resolved));
+}
+
+Deepseek2Model::Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deepseek2Config config,
+                               LoadOptions options)
+    : file_(std::move(file)),
+      config_(std::move(config)),
+      options_(options),
+      act_(options.max_batch_tokens, config_.dim, std::max<int64_t>(config_.ffn_dim, 1)) {
+  const Deepseek2Config& c = config_;
+  const int64_t t = options_.max_batch_tokens, h = c.num_heads;
+  rope_.head_dim = static_cast<int>(c.qk_head_dim());
+  rope_.rope_dim = static_cast<int>(c.rope_dim);
+  rope_.freq_base = c.rope_freq_base;
+  mla_.num_heads = static_cast<int>(h);
+  mla_.kv_lora_rank = static_cast<int>(c.kv_lora_rank);
+  mla_.rope_dim = static_cast<int>(c.rope_dim);
+  mla_.scale =
+      kernels::YarnAttentionScale(c.yarn, c.mscale_all_dim, static_cast<int>(c.qk_head_dim()));
+  const gguf::GgufFile& f = *file_;
+  token_embd_ = BindMatrix(f, "token_embd.weight");
+  output_ = c.tied_output ? token_embd_ : BindMatrix(f, "output.weight");
+  output_norm_ = BindVector(f, "output_norm.weight");
+  for (int l = 0; l < c.num_layers; ++l) {
+    AttentionWeights a;
+    a.norm = BindVector(f, Name(l, "attn_norm.weight"));
+    if (c.q_lora_rank > 0) {
+      a.q_a = BindMatrix(f, Name(l, "attn_q_a.weight"));
+      a.q_a_norm = BindVector(f, Name(l, "attn_q_a_norm.weight"));
+      a.q_b = BindMatrix(f, Name(l, "attn_q_b.weight"));
+    } else {
+      a.q = BindMatrix(f, Name(l, "attn_q.weight"));
+    }
+    a.kv_a = BindMatrix(f, Name(l, "attn_kv_a_mqa.weight"));
+    a.kv_a_norm = BindVector(f, Name(l, "attn_kv_a_norm.weight"));
+    a.k_b = BindExperts(f, Name(l, "attn_k_b.weight"));
+    a.v_b = BindExperts(f, Name(l, "attn_v_b.weight"));
+    a.o = BindMatrix(f, Name(l, "attn_output.weight"));
+    attention_.push_back(std::move(a));
+    if (c.IsMoeLayer(l)) {
+      moe_.push_back(BindMoe(f, c.moe, l));
+    } else {
+      dense_.push_back(BindFfn(f, l));
+    }
+  }
+  q_.resize(t * h * c.qk_head_dim());
+  q_a_.resize(t * c.q_lora_rank);
+  latent_.resize(t * c.latent_dim());
+  q_abs_.resize(t * h * c.latent_dim());
+  o_.resize(t * h * c.kv_lora_rank);
+  att_.resize(t * h * c.v_head_dim);
+  head_in_.resize(t * std::max(c.nope_dim, c.kv_lora_rank));
+  head_out_.resize(t * std::max(c.kv_lora_rank, c.v_head_dim));
+  if (!moe_.empty()) moe_buffers_ = std::make_unique<MoeBuffers>(t, c.dim, c.moe);
+  mla_scratch_ = std::make_unique<kernels::MlaScratch>(mla_, *options_.max_context_tokens,
+                                                       options_.max_threads);
+  const int64_t max_cols = std::max({c.dim, c.ffn_dim, c.q_lora_rank, c.kv_lora_rank, c.nope_dim,
+                                     h * c.v_head_dim, c.moe.expert_ffn_dim, c.moe.shared_ffn_dim});
+  matmul_scratch_ = std::make_unique<kernels::MatMulScratch>(t, max_cols);
+  seqs_.reserve(options_.max_batch_tokens);
+}
+
+void Deepseek2Model::PerHead(const std::vector<kernels::WeightMatrix>& w, int64_t n,
+                             const float* in, int64_t in_row, int64_t in_head, float* out,
+                             int64_t out_row, int64_t out_head, ThreadPool& pool) {
+  for (size_t h = 0; h < w.size(); ++h) {
+    const int64_t cols = w[h].cols, rows = w[h].rows;
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy_n(in + t * in_row + h * in_head, cols, head_in_.data() + t * cols);
+    }
+    kernels::MatMul(w[h], head_in_.data(), n, head_out_.data(), pool, *matmul_scratch_);
+    for (int64_t t = 0; t < n; ++t) {
+      std::copy_n(head_out_.data() + t * rows, rows, out + t * out_row + h * out_head);
+    }
+  }
+}
+
+void Deepseek2Model::Attention(int l, const tensor::PagedLatentView& kv, ThreadPool& pool) {
+  const Deepseek2Config& c = config_;
+  const AttentionWeights& w = attention_[l];
+  const int64_t n = rows_.num_tokens, h = c.num_heads;
+  const int64_t qk = c.qk_head_dim(), lat = c.latent_dim(), r = c.kv_lora_rank;
+  kernels::MatMulScratch& mm = *matmul_scratch_;
+  // 1. q (T, H, nope + rope) and the latent row [c | k_pe] (T, kv_lora + rope).
+  NormRows(w.norm, act_.x.data(), act_.xb.data(), n, c.dim, c.rms_norm_eps, pool);
+  if (c.q_lora_rank > 0) {
+    kernels::MatMul(w.q_a, act_.xb.data(), n, q_a_.data(), pool, mm);
+    NormRows(w.q_a_norm, q_a_.data(), q_a_.data(), n, c.q_lora_rank, c.rms_norm_eps, pool);
+    kernels::MatMul(w.q_b, q_a_.data(), n, q_.data(), pool, mm);
+  } else {
+    kernels::MatMul(w.q, act_.xb.data(), n, q_.data(), pool, mm);
+  }
+  kernels::MatMul(w.kv_a, act_.xb.data(), n, latent_.data(), pool, mm);
+  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      float* row = latent_.data() + t * lat;
+      kernels::RmsNorm(row, w.kv_a_norm, row, r, c.rms_norm_eps);
+      kernels::RopeYarn(rope_, c.yarn, row + r, 1, rows_.positions[t]);
+      float* q = q_.data() + t * h * qk;
+      kernels::RopeYarn(rope_, c.yarn, q + c.nope_dim, static_cast<int>(h), rows_.positions[t]);
+      for (int64_t hh = 0; hh < h; ++hh) {  // q_pe after the absorbed part
+        std::copy_n(q + hh * qk + c.nope_dim, c.rope_dim, q_abs_.data() + (t * h + hh) * lat + r);
+      }
+    }
+  });
+  // 2. q_abs[h] = W_kb[h] q_nope[h]; store the latent rows, then attend reading them back.
+  PerHead(w.k_b, n, q_.data(), h * qk, qk, q_abs_.data(), h * lat, lat, pool);
+  kernels::WriteLatentRows(kv, l, seqs_, latent_.data(), pool);
+  kernels::MlaAttention(mla_, kv, l, seqs_, q_abs_.data(), o_.data(), pool, *mla_scratch_);
+  // 3. att[h] = W_vb[h] o[h]; x += Wo att.
+  PerHead(w.v_b, n, o_.data(), h * r, r, att_.data(), h * c.v_head_dim, c.v_head_dim, pool);
+  kernels::MatMul(w.o, att_.data(), n, act_.proj.data(), pool, mm);
+  kernels::AddInPlace(act_.x.data(), act_.proj.data(), n * c.dim);
+}
+
+void Deepseek2Model::Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool,
+                             float* logits) {
+  CHECK_LE(pool.num_threads(), options_.max_threads) << "pool larger than LoadOptions::max_threads";
+  const tensor::PagedLatentView& cache = kv.latent.at(0);
+  CHECK_EQ(static_cast<int64_t>(cache.layers.size()), config_.num_layers);
+  CHECK_EQ(cache.latent_elems, config_.latent_dim());
+  FlattenBatch(batch,
+               {config_.vocab_size, options_.max_batch_tokens, *options_.max_context_tokens, 1,
+                cache.block_size},
+               rows_);
+  if (rows_.num_tokens == 0) return;
+  AttentionSequencesOf(batch, rows_, /*group=*/0, seqs_);
+  const float eps = config_.rms_norm_eps;
+  Embed(token_embd_, rows_, act_.x.data(), pool);
+  for (int l = 0; l < config_.num_layers; ++l) {
+    Attention(l, cache, pool);
+    if (config_.IsMoeLayer(l)) {
+      MoeFfnBlock(moe_[l - config_.leading_dense], config_.moe, eps, rows_.num_tokens, act_,
+                  *moe_buffers_, *matmul_scratch_, pool);
+    } else {
+      GatedFfnBlock(dense_[l], eps, rows_.num_tokens, act_, *matmul_scratch_, pool);
+    }
+  }
+  Logits(batch, rows_, output_norm_, eps, output_, act_, *matmul_scratch_, pool, logits);
+}
+
+}  // namespace kvserve::model

@@ -1,0 +1,356 @@
+#include "model/dense_random.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <array>
+#include <cmath>
+#include <cstring>
+#include <numbers>
+#include <vector>
+
+namespace kvserve::model {
+namespace {
+
+// What each architecture's files hold besides llama's tensors (llama.cpp's tensor lists).
+struct ArchTensors {
+  bool qkv_bias = false;       // qwen2
+  bool qk_norm = false;        // qwen3, gemma3
+  bool post_norms = false;     // gemma2, gemma3
+  bool fused_gate_up = false;  // phi3
+};
+
+ArchTensors TensorsOf(std::string_view arch) {
+  ArchTensors t;
+  t.qkv_bias = arch == "qwen2";
+  t.qk_norm = arch == "qwen3" || arch == "gemma3";
+  t.post_norms = arch == "gemma2" || arch == "gemma3";
+  t.fused_gate_up = arch == "phi3";
+  return t;
+}
+
+VocabFamily DefaultVocab(std::string_view arch) {
+  if (arch == "qwen2") return VocabFamily::kQwen2;
+  if (arch == "qwen3") return VocabFamily::kQwen3;
+  if (arch == "phi3") return VocabFamily::kPhi3;
+  if (arch == "gemma2" || arch == "gemma3") return VocabFamily::kGemma;
+  return VocabFamily::kLlamaSpm;
+}
+
+// Phi-3's LongRoPE attention factor for a context extended from `original` to `context`
+// (what llama.cpp's converter writes): sqrt(1 + ln(scale) / ln(original)), 1 unextended.
+double Phi3AttnFactor(int64_t context, int64_t original) {
+  const double scale = static_cast<double>(context) / static_cast<double>(original);
+  return scale <= 1.0 ? 1.0 : std::sqrt(1.0 + std::log(scale) / std::log(original));
+}
+
+void SetMetadata(const DenseSpec& s, tensor::DType type, std::optional<uint32_t> file_type,
+                 gguf::GgufWriter& w) {
+  using gguf::Value;
+  auto u32 = [](int64_t v) { return Value::U32(static_cast<uint32_t>(v)); };
+  auto key = [&](std::string_view k) { return fmt::format("{}.{}", s.arch, k); };
+  w.Set("general.architecture", Value::Str(s.arch));
+  w.Set("general.name", Value::Str("kvserve-random-" + s.name));
+  w.Set("general.file_type", Value::U32(file_type ? *file_type : LlamaFileType(type)));
+  if (type != tensor::DType::kF32 && type != tensor::DType::kF16 && type != tensor::DType::kBF16) {
+    w.Set("general.quantization_version", Value::U32(2));
+  }
+  w.Set(key("vocab_size"), u32(s.vocab_size));
+  w.Set(key("context_length"), u32(s.context_length));
+  w.Set(key("embedding_length"), u32(s.dim));
+  w.Set(key("block_count"), u32(s.num_layers));
+  w.Set(key("feed_forward_length"), u32(s.ffn_dim));
+  w.Set(key("attention.head_count"), u32(s.num_heads));
+  w.Set(key("attention.head_count_kv"), u32(s.num_kv_heads));
+  if (s.head_dim) {
+    w.Set(key("attention.key_length"), u32(*s.head_dim));
+    w.Set(key("attention.value_length"), u32(*s.head_dim));
+  }
+  w.Set(key("attention.layer_norm_rms_epsilon"), Value::F32(s.rms_norm_eps));
+  if (s.rope_freq_base)
+    w.Set(key("rope.freq_base"), Value::F32(static_cast<float>(*s.rope_freq_base)));
+  if (s.rope_dim) w.Set(key("rope.dimension_count"), u32(*s.rope_dim));
+  if (s.rope_linear_scale) {
+    w.Set(key("rope.scaling.type"), Value::Str("linear"));
+    w.Set(key("rope.scaling.factor"), Value::F32(static_cast<float>(*s.rope_linear_scale)));
+  }
+  if (s.rope_factors) {
+    const int64_t original = s.context_length / 4;
+    w.Set(key("rope.scaling.original_context_length"), u32(original));
+    w.Set(key("rope.scaling.attn_factor"),
+          Value::F32(static_cast<float>(Phi3AttnFactor(s.context_length, original))));
+  }
+  if (s.sliding_window) w.Set(key("attention.sliding_window"), u32(*s.sliding_window));
+  if (s.attn_softcap) {
+    w.Set(key("attn_logit_softcapping"), Value::F32(static_cast<float>(*s.attn_softcap)));
+  }
+  if (s.final_softcap) {
+    w.Set(key("final_logit_softcapping"), Value::F32(static_cast<float>(*s.final_softcap)));
+  }
+}
+
+// rope_freqs.weight of Llama 3.x scaling (see Llama3RopeScaling).
+std::vector<float> Llama3RopeFactors(const DenseSpec& s) {
+  const Llama3RopeScaling& r = *s.llama3_rope;
+  const int64_t rope_dim = s.rope_dim.value_or(s.HeadDim());
+  const double base = s.rope_freq_base.value_or(10000.0);
+  const double low_wavelen = static_cast<double>(r.original_context) / r.low_freq_factor;
+  const double high_wavelen = static_cast<double>(r.original_context) / r.high_freq_factor;
+  std::vector<float> factors;
+  for (int64_t i = 0; i < rope_dim; i += 2) {
+    const double freq = 1.0 / std::pow(base, static_cast<double>(i) / rope_dim);
+    const double wavelen = 2.0 * std::numbers::pi / freq;
+    if (wavelen < high_wavelen) {
+      factors.push_back(1.0f);
+    } else if (wavelen > low_wavelen) {
+      factors.push_back(static_cast<float>(r.factor));
+    } else {
+      const double smooth = (r.original_context / wavelen - r.low_freq_factor) /
+                            (r.high_freq_factor - r.low_freq_factor);
+      factors.push_back(static_cast<float>(1.0 / ((1.0 - smooth) / r.factor + smooth)));
+    }
+  }
+  return factors;
+}
+
+Status AddF32(gguf::GgufWriter& w, const std::string& name, const std::vector<float>& values) {
+  std::vector<uint8_t> bytes(values.size() * sizeof(float));
+  std::memcpy(bytes.data(), values.data(), bytes.size());
+  return w.AddTensor(name, {static_cast<int64_t>(values.size())}, tensor::DType::kF32,
+                     std::move(bytes));
+}
+
+// The angle divisors of Phi-3's short and long rope factors: rising from 1 across the pairs,
+// the long ones steeper (the shape of Phi-3.5's published factors).
+Status AddRopeFactors(const DenseSpec& s, gguf::GgufWriter& w) {
+  const int64_t half = s.rope_dim.value_or(s.HeadDim()) / 2;
+  std::vector<float> short_factors, long_factors;
+  for (int64_t i = 0; i < half; ++i) {
+    const float x = static_cast<float>(i) / static_cast<float>(half);
+    short_factors.push_back(1.0f + 0.5f * x * x);
+    long_factors.push_back(1.0f + 8.0f * x * x);
+  }
+  KV_RETURN_IF_ERROR(AddF32(w, "rope_factors_long.weight", long_factors));
+  return AddF32(w, "rope_factors_short.weight", short_factors);
+}
+
+float Scaled(int64_t fan_in) {
+  return std::sqrt(3.0f / static_cast<float>(fan_in));
+}
+
+Status AddAttention(const DenseSpec& s, const ArchTensors& a, const std::string& p,
+                    RandomTensorWriter& t) {
+  KV_RETURN_IF_ERROR(t.Norm(p + "attn_norm.weight", s.dim));
+  if (s.fused_qkv) {
+    KV_RETURN_IF_ERROR(
+        t.Matrix(p + "attn_qkv.weight", s.dim, s.QDim() + 2 * s.KvDim(), Scaled(s.dim)));
+  } else {
+    KV_RETURN_IF_ERROR(t.Matrix(p + "attn_q.weight", s.dim, s.QDim(), Scaled(s.dim)));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "attn_k.weight", s.dim, s.KvDim(), Scaled(s.dim)));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "attn_v.weight", s.dim, s.KvDim(), Scaled(s.dim)));
+  }
+  if (a.qkv_bias) {
+    KV_RETURN_IF_ERROR(t.Vector(p + "attn_q.bias", s.QDim(), 0.1f));
+    KV_RETURN_IF_ERROR(t.Vector(p + "attn_k.bias", s.KvDim(), 0.1f));
+    KV_RETURN_IF_ERROR(t.Vector(p + "attn_v.bias", s.KvDim(), 0.1f));
+  }
+  if (a.qk_norm) {
+    KV_RETURN_IF_ERROR(t.Norm(p + "attn_q_norm.weight", s.HeadDim()));
+    KV_RETURN_IF_ERROR(t.Norm(p + "attn_k_norm.weight", s.HeadDim()));
+  }
+  KV_RETURN_IF_ERROR(t.Matrix(p + "attn_output.weight", s.QDim(), s.dim, Scaled(s.QDim())));
+  if (a.post_norms) KV_RETURN_IF_ERROR(t.Norm(p + "post_attention_norm.weight", s.dim));
+  return Status::Ok();
+}
+
+Status AddFfn(const DenseSpec& s, const ArchTensors& a, const std::string& p,
+              RandomTensorWriter& t) {
+  KV_RETURN_IF_ERROR(t.Norm(p + "ffn_norm.weight", s.dim));
+  if (a.fused_gate_up) {
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", s.dim, 2 * s.ffn_dim, Scaled(s.dim)));
+  } else {
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate.weight", s.dim, s.ffn_dim, Scaled(s.dim)));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", s.dim, s.ffn_dim, Scaled(s.dim)));
+  }
+  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_down.weight", s.ffn_dim, s.dim, Scaled(s.ffn_dim)));
+  if (a.post_norms) KV_RETURN_IF_ERROR(t.Norm(p + "post_ffw_norm.weight", s.dim));
+  return Status::Ok();
+}
+
+Status AddWeights(const DenseSpec& s, RandomTensorWriter& t) {
+  const ArchTensors a = TensorsOf(s.arch);
+  KV_RETURN_IF_ERROR(
+      t.Matrix("token_embd.weight", s.dim, s.vocab_size, std::sqrt(3.0f) * s.embedding_std));
+  for (int64_t l = 0; l < s.num_layers; ++l) {
+    const std::string p = fmt::format("blk.{}.", l);
+    KV_RETURN_IF_ERROR(AddAttention(s, a, p, t));
+    KV_RETURN_IF_ERROR(AddFfn(s, a, p, t));
+  }
+  KV_RETURN_IF_ERROR(t.Norm("output_norm.weight", s.dim));
+  if (s.tied_output) return Status::Ok();
+  return t.Matrix("output.weight", s.dim, s.vocab_size, 2.0f * Scaled(s.dim));
+}
+
+// ---- presets ----
+
+constexpr std::array<std::string_view, 3> kLlamaPresets = {"tiny", "110m", "llama3-tiny"};
+constexpr std::array<std::string_view, 1> kTinyOnly = {"tiny"};
+constexpr std::array<std::string_view, 2> kQwen3Presets = {"tiny", "qwen3-0.6b"};
+constexpr std::array<std::string_view, 2> kGemma3Presets = {"tiny", "gemma3-1b"};
+
+// The shape fields of a spec; head_dim 0 = dim / heads (no attention.key_length written).
+DenseSpec Shape(std::string_view arch, std::string_view name, int64_t dim, int64_t layers,
+                int64_t heads, int64_t kv_heads, int64_t ffn, int64_t vocab, int64_t context,
+                int64_t head_dim = 0) {
+  DenseSpec s;
+  s.arch = std::string(arch);
+  s.name = std::string(name);
+  s.dim = dim;
+  s.num_layers = layers;
+  s.num_heads = heads;
+  s.num_kv_heads = kv_heads;
+  s.ffn_dim = ffn;
+  s.vocab_size = vocab;
+  s.context_length = context;
+  if (head_dim > 0) s.head_dim = head_dim;
+  return s;
+}
+
+// Gemma scales its embeddings by sqrt(dim): these give the residual stream RMS 1, and, tied,
+// logits of standard deviation ~1 in which the input token's own is only ~sqrt(dim) / 3 higher.
+float GemmaEmbeddingStd(int64_t dim) {
+  return 1.0f / std::sqrt(static_cast<float>(dim));
+}
+
+// A tied real shape: embeddings scaled so the logits have standard deviation ~2. (The tiny
+// presets of llama and qwen are untied: with such embeddings a tied random model mostly
+// predicts its input token again.)
+void Tie(DenseSpec& s) {
+  s.tied_output = true;
+  s.embedding_std = 2.0f / std::sqrt(static_cast<float>(s.dim));
+}
+
+std::optional<DenseSpec> LlamaPreset(std::string_view preset) {
+  DenseSpec s;
+  if (preset == "tiny") {
+    s = Shape("llama", "tiny", 128, 4, 4, 2, 384, 512, 2048);
+  } else if (preset == "110m") {
+    s = Shape("llama", "110m", 768, 12, 12, 12, 2048, 32000, 32768);
+    s.tied_output = true;
+  } else if (preset == "llama3-tiny") {
+    s = Shape("llama", "llama3-tiny", 128, 4, 8, 2, 384, 1024, 2048);
+    s.rope_freq_base = 500000.0;
+    s.llama3_rope = Llama3RopeScaling{8.0, 1.0, 4.0, 256};
+    s.vocab = VocabFamily::kLlama3;
+    s.rope_dim = s.HeadDim();
+    return s;
+  } else {
+    return std::nullopt;
+  }
+  s.rope_freq_base = 10000.0;
+  s.rope_dim = s.HeadDim();
+  return s;
+}
+
+std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view preset) {
+  DenseSpec s;
+  s.arch = std::string(arch);
+  s.name = std::string(preset);
+  if (arch == "qwen2" && preset == "tiny") {
+    s = Shape("qwen2", "tiny", 128, 4, 8, 2, 384, 1024, 2048);
+    s.rope_freq_base = 1000000.0;
+    s.rms_norm_eps = 1e-6f;
+  } else if (arch == "qwen3" && preset == "tiny") {
+    s = Shape("qwen3", "tiny", 128, 4, 4, 2, 384, 1024, 2048, 48);
+    s.rope_freq_base = 1000000.0;
+    s.rms_norm_eps = 1e-6f;
+  } else if (arch == "qwen3" && preset == "qwen3-0.6b") {
+    s = Shape("qwen3", "qwen3-0.6b", 1024, 28, 16, 8, 3072, 151936, 40960, 128);
+    s.rope_freq_base = 1000000.0;
+    s.rms_norm_eps = 1e-6f;
+    Tie(s);
+  } else if (arch == "phi3" && preset == "tiny") {
+    s = Shape("phi3", "tiny", 128, 4, 4, 4, 256, 1024, 4096);
+    s.rope_dim = 24;
+    s.rope_factors = true;
+    s.fused_qkv = true;
+  } else if (arch == "gemma2" && preset == "tiny") {
+    s = Shape("gemma2", "tiny", 128, 4, 4, 2, 384, 1024, 2048, 32);
+    s.sliding_window = 16;
+    s.attn_softcap = 4.0;
+    s.final_softcap = 8.0;
+    s.rms_norm_eps = 1e-6f;
+    s.tied_output = true;  // llama.cpp's gemma2 has no output.weight
+    s.embedding_std = GemmaEmbeddingStd(s.dim);
+  } else if (arch == "gemma3" && preset == "tiny") {
+    s = Shape("gemma3", "tiny", 128, 8, 4, 1, 384, 1024, 2048, 64);
+    s.sliding_window = 16;
+    s.rope_freq_base = 1000000.0;
+    s.rope_linear_scale = 8.0;  // global layers only (Gemma 3 4B and up)
+    s.rms_norm_eps = 1e-6f;
+    s.tied_output = true;
+    s.embedding_std = GemmaEmbeddingStd(s.dim);
+  } else if (arch == "gemma3" && preset == "gemma3-1b") {
+    s = Shape("gemma3", "gemma3-1b", 1152, 26, 4, 1, 6912, 262144, 32768, 256);
+    s.sliding_window = 512;
+    s.rope_freq_base = 1000000.0;
+    s.rms_norm_eps = 1e-6f;
+    s.tied_output = true;
+    s.embedding_std = GemmaEmbeddingStd(s.dim);
+  } else {
+    return std::nullopt;
+  }
+  return s;
+}
+
+}  // namespace
+
+int64_t DenseSpec::NumParams() const {
+  const int64_t attention = 2 * dim * QDim() + 2 * dim * KvDim();
+  const int64_t per_layer = 2 * dim + attention + 3 * dim * ffn_dim;
+  return (tied_output ? 1 : 2) * vocab_size * dim + dim + num_layers * per_layer;
+}
+
+std::span<const std::string_view> DensePresets(std::string_view arch) {
+  if (arch == "llama") return kLlamaPresets;
+  if (arch == "qwen3") return kQwen3Presets;
+  if (arch == "gemma3") return kGemma3Presets;
+  if (arch == "qwen2" || arch == "phi3" || arch == "gemma2") return kTinyOnly;
+  return {};
+}
+
+Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset) {
+  const std::optional<DenseSpec> spec =
+      arch == "llama" ? LlamaPreset(preset) : OtherPreset(arch, preset);
+  if (!spec) {
+    return InvalidArgument(fmt::format("unknown {} preset '{}' ({})", arch, preset,
+                                       fmt::join(DensePresets(arch), ", ")));
+  }
+  return *spec;
+}
+
+Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWeights& weights) {
+  if (spec.num_heads <= 0 || spec.num_kv_heads <= 0 || spec.num_heads % spec.num_kv_heads != 0 ||
+      (!spec.head_dim && spec.dim % spec.num_heads != 0)) {
+    return InvalidArgument("dense spec: heads must divide dim and kv heads must divide heads");
+  }
+  if (spec.arch == "gemma3" && !spec.sliding_window) {
+    return InvalidArgument("a gemma3 spec needs a sliding window");
+  }
+  gguf::GgufWriter w;
+  SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.QDim()), weights.file_type,
+              w);
+  if (spec.vocab_size >= 300) {
+    KV_RETURN_IF_ERROR(
+        SetRandomVocab(spec.vocab.value_or(DefaultVocab(spec.arch)), spec.vocab_size, w));
+  } else if (spec.vocab_size >= 260 && spec.arch == "llama") {
+    SetSpmTokenizer(spec.vocab_size, w);
+  }
+  if (spec.llama3_rope) KV_RETURN_IF_ERROR(AddF32(w, "rope_freqs.weight", Llama3RopeFactors(spec)));
+  if (spec.rope_factors) KV_RETURN_IF_ERROR(AddRopeFactors(spec, w));
+  RandomTensorWriter tensors(w, weights);
+  KV_RETURN_IF_ERROR(AddWeights(spec, tensors));
+  return w;
+}
+
+}  // namespace kvserve::model

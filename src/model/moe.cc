@@ -1,0 +1,290 @@
+#include "model/moe.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "core/check.h"
+#include "kernels/cpu/ops.h"
+#include "tensor/dtype.h"
+
+namespace kvserve::model {
+namespace {
+
+std::string LayerName(int layer, std::string_view suffix) {
+  return fmt::format("blk.{}.{}", layer, suffix);
+}
+
+Status CheckTensor(const gguf::GgufFile& file, const std::string& name, std::vector<int64_t> dims) {
+  const gguf::TensorInfo* t = file.FindTensor(name);
+  if (t == nullptr) return InvalidArgument(fmt::format("tensor '{}' is missing", name));
+  if (t->dims != dims) {
+    return InvalidArgument(fmt::format("tensor '{}' has dims [{}], expected [{}]", name,
+                                       fmt::join(t->dims, ", "), fmt::join(dims, ", ")));
+  }
+  if (!t->dtype) {
+    return InvalidArgument(
+        fmt::format("tensor '{}' has ggml type {}, which kvserve cannot use", name, t->ggml_type));
+  }
+  if (dims.size() >= 2 && !tensor::IsValidRowLength(*t->dtype, dims[0])) {
+    return InvalidArgument(fmt::format("tensor '{}': rows of {} values cannot be {}", name, dims[0],
+                                       tensor::DTypeName(*t->dtype)));
+  }
+  if (dims.size() == 1 && *t->dtype != tensor::DType::kF32) {
+    return InvalidArgument(fmt::format("tensor '{}' must be f32", name));
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file,
+                                               const std::string& name) {
+  const gguf::TensorInfo* info = file.FindTensor(name);
+  CHECK(info != nullptr && info->dtype && info->dims.size() == 3) << name;
+  const int64_t cols = info->dims[0], rows = info->dims[1];
+  const int64_t bytes = tensor::RowBytes(*info->dtype, cols) * rows;
+  std::vector<kernels::WeightMatrix> out;
+  for (int64_t e = 0; e < info->dims[2]; ++e) {
+    out.push_back(
+        {static_cast<const std::byte*>(info->data) + e * bytes, *info->dtype, rows, cols});
+  }
+  return out;
+}
+
+MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& c, int layer) {
+  MoeWeights w;
+  w.norm = BindVector(file, LayerName(layer, "ffn_norm.weight"));
+  w.router = BindMatrix(file, LayerName(layer, "ffn_gate_inp.weight"));
+  if (c.selection_bias) w.selection_bias = BindVector(file, LayerName(layer, "exp_probs_b.bias"));
+  w.gate = BindExperts(file, LayerName(layer, "ffn_gate_exps.weight"));
+  w.up = BindExperts(file, LayerName(layer, "ffn_up_exps.weight"));
+  w.down = BindExperts(file, LayerName(layer, "ffn_down_exps.weight"));
+  if (c.shared_ffn_dim > 0) {
+    w.shared_gate_up[0] = BindMatrix(file, LayerName(layer, "ffn_gate_shexp.weight"));
+    w.shared_gate_up[1] = BindMatrix(file, LayerName(layer, "ffn_up_shexp.weight"));
+    w.shared_down = BindMatrix(file, LayerName(layer, "ffn_down_shexp.weight"));
+    if (c.shared_gate)
+      w.shared_gate = BindMatrix(file, LayerName(layer, "ffn_gate_inp_shexp.weight"));
+  }
+  return w;
+}
+
+Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t dim, int layer) {
+  const int64_t e = c.num_experts, f = c.expert_ffn_dim, s = c.shared_ffn_dim;
+  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_norm.weight"), {dim}));
+  const std::string router = LayerName(layer, "ffn_gate_inp.weight");
+  KV_RETURN_IF_ERROR(CheckTensor(file, router, {dim, e}));
+  const tensor::DType router_type = *file.FindTensor(router)->dtype;
+  if (router_type != tensor::DType::kF32 && router_type != tensor::DType::kF16 &&
+      router_type != tensor::DType::kBF16) {
+    return InvalidArgument(fmt::format("tensor '{}' (the router) must be f32, f16 or bf16, not {}",
+                                       router, tensor::DTypeName(router_type)));
+  }
+  if (c.selection_bias) {
+    KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "exp_probs_b.bias"), {e}));
+  }
+  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_exps.weight"), {dim, f, e}));
+  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_exps.weight"), {dim, f, e}));
+  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_down_exps.weight"), {f, dim, e}));
+  if (s > 0) {
+    KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_shexp.weight"), {dim, s}));
+    KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_shexp.weight"), {dim, s}));
+    KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_down_shexp.weight"), {s, dim}));
+    if (c.shared_gate) {
+      KV_RETURN_IF_ERROR(
+          CheckTensor(file, LayerName(layer, "ffn_gate_inp_shexp.weight"), {dim, 1}));
+    }
+  }
+  return Status::Ok();
+}
+
+Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch) {
+  MoeConfig c;
+  auto count = [&](const std::string& key, int64_t fallback) -> Result<int64_t> {
+    Result<int64_t> v =
+        fallback >= 0 ? file.GetIntOr(arch + "." + key, fallback) : file.GetInt(arch + "." + key);
+    if (!v.ok()) {
+      return InvalidArgument(fmt::format("model metadata lacks required key '{}.{}'", arch, key));
+    }
+    if (*v < 0 || *v > (int64_t{1} << 30)) {
+      return InvalidArgument(fmt::format("'{}.{}' is out of range: {}", arch, key, *v));
+    }
+    return *v;
+  };
+  KV_ASSIGN_OR_RETURN(c.num_experts, count("expert_count", -1));
+  KV_ASSIGN_OR_RETURN(c.top_k, count("expert_used_count", -1));
+  KV_ASSIGN_OR_RETURN(c.expert_ffn_dim, count("expert_feed_forward_length", -1));
+  if (c.num_experts < 1 || c.top_k < 1 || c.top_k > c.num_experts || c.expert_ffn_dim < 1) {
+    return InvalidArgument(fmt::format(
+        "{}: expert_used_count {} must be in [1, expert_count {}] and the expert FFN positive",
+        arch, c.top_k, c.num_experts));
+  }
+  KV_ASSIGN_OR_RETURN(int64_t shared_count, count("expert_shared_count", 0));
+  KV_ASSIGN_OR_RETURN(c.shared_ffn_dim,
+                      count("expert_shared_feed_forward_length", shared_count * c.expert_ffn_dim));
+  KV_ASSIGN_OR_RETURN(int64_t gating, count("expert_gating_func", 1));
+  if (gating != 1 && gating != 2) {
+    return InvalidArgument(
+        fmt::format("{}.expert_gating_func {} is not softmax (1) or sigmoid (2)", arch, gating));
+  }
+  c.gating = static_cast<ExpertGating>(gating);
+  KV_ASSIGN_OR_RETURN(c.norm_topk, file.GetBoolOr(arch + ".expert_weights_norm", false));
+  KV_ASSIGN_OR_RETURN(double scale, file.GetFloatOr(arch + ".expert_weights_scale", 0.0));
+  c.weights_scale = static_cast<float>(scale);
+  return c;
+}
+
+MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
+    : logits(t * c.num_experts),
+      chosen(t * c.top_k),
+      weights(t * c.top_k),
+      offsets(c.num_experts + 1),
+      order(t * c.top_k),
+      slot(t * c.top_k),
+      cursor(c.num_experts),
+      in(t * c.top_k * dim),
+      gate(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
+      up(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
+      out(t * c.top_k * dim),
+      shared_gate(t) {}
+
+void RouteToken(const MoeConfig& c, const float* selection_bias, const float* logits,
+                int32_t* chosen, float* weights) {
+  const int64_t e_count = c.num_experts;
+  float probs[1024];
+  float select[1024];
+  CHECK_LE(e_count, 1024);
+  if (c.gating == ExpertGating::kSoftmax) {
+    float max_value = logits[0];
+    for (int64_t e = 1; e < e_count; ++e) max_value = std::max(max_value, logits[e]);
+    double sum = 0;
+    for (int64_t e = 0; e < e_count; ++e) {
+      probs[e] = std::exp(logits[e] - max_value);
+      sum += probs[e];
+    }
+    const float inv = static_cast<float>(1.0 / sum);
+    for (int64_t e = 0; e < e_count; ++e) probs[e] *= inv;
+  } else {
+    for (int64_t e = 0; e < e_count; ++e) probs[e] = 1.0f / (1.0f + std::exp(-logits[e]));
+  }
+  for (int64_t e = 0; e < e_count; ++e) {
+    select[e] = selection_bias != nullptr ? probs[e] + selection_bias[e] : probs[e];
+  }
+  int32_t idx[1024];
+  std::iota(idx, idx + e_count, 0);
+  std::partial_sort(idx, idx + c.top_k, idx + e_count, [&](int32_t a, int32_t b) {
+    return select[a] > select[b] || (select[a] == select[b] && a < b);
+  });
+  float sum = 0.0f;
+  for (int64_t k = 0; k < c.top_k; ++k) {
+    chosen[k] = idx[k];
+    weights[k] = probs[idx[k]];
+    sum += weights[k];
+  }
+  if (c.norm_topk) {
+    sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's clamp (the smallest normal f16)
+    for (int64_t k = 0; k < c.top_k; ++k) weights[k] /= sum;
+  }
+  if (c.weights_scale != 0.0f) {
+    for (int64_t k = 0; k < c.top_k; ++k) weights[k] *= c.weights_scale;
+  }
+}
+
+namespace {
+
+// Sorts the n * top_k (token, k) rows by expert (stable: token order within an expert) and
+// gathers their inputs. buf.offsets[e] .. offsets[e + 1] are expert e's sorted rows.
+void GroupByExpert(const MoeConfig& c, int64_t n, int64_t dim, const float* xb, MoeBuffers& buf) {
+  const int64_t k_count = c.top_k;
+  std::fill(buf.offsets.begin(), buf.offsets.end(), 0);
+  for (int64_t i = 0; i < n * k_count; ++i) ++buf.offsets[buf.chosen[i] + 1];
+  for (int64_t e = 0; e < c.num_experts; ++e) buf.offsets[e + 1] += buf.offsets[e];
+  std::copy(buf.offsets.begin(), buf.offsets.end() - 1, buf.cursor.begin());
+  for (int64_t i = 0; i < n * k_count; ++i) {
+    const int32_t r = buf.cursor[buf.chosen[i]]++;
+    buf.order[r] = static_cast<int32_t>(i);
+    buf.slot[i] = r;
+  }
+  for (int64_t r = 0; r < n * k_count; ++r) {
+    const int64_t t = buf.order[r] / k_count;
+    std::copy_n(xb + t * dim, dim, buf.in.data() + r * dim);
+  }
+}
+
+void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
+               const kernels::WeightMatrix& down, const float* in, int64_t rows, float* g, float* u,
+               float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  const int64_t ffn = gate.rows;
+  kernels::MatMul(gate, in, rows, g, pool, scratch);
+  kernels::MatMul(up, in, rows, u, pool, scratch);
+  pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
+    for (size_t r = begin; r < end; ++r) kernels::SiluMul(g + r * ffn, u + r * ffn, ffn);
+  });
+  kernels::MatMul(down, g, rows, out, pool, scratch);
+}
+
+}  // namespace
+
+void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, Activations& act,
+                 MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  const int64_t dim = w.router.cols;
+  const int64_t k_count = c.top_k;
+  NormRows(w.norm, act.x.data(), act.xb.data(), n, dim, eps, pool);
+  // 1. Route every token.
+  kernels::MatMul(w.router, act.xb.data(), n, buf.logits.data(), pool, scratch);
+  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      RouteToken(c, w.selection_bias, buf.logits.data() + t * c.num_experts,
+                 buf.chosen.data() + t * k_count, buf.weights.data() + t * k_count);
+    }
+  });
+  // 2. Each active expert once over all of its rows.
+  GroupByExpert(c, n, dim, act.xb.data(), buf);
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
+    if (rows == 0) continue;
+    ExpertFfn(w.gate[e], w.up[e], w.down[e], buf.in.data() + first * dim, rows, buf.gate.data(),
+              buf.up.data(), buf.out.data() + first * dim, scratch, pool);
+  }
+  // 3. y = sum_k w_k * expert_k(n), k in order (act.proj).
+  pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      float* y = act.proj.data() + t * dim;
+      for (int64_t k = 0; k < k_count; ++k) {
+        const float wk = buf.weights[t * k_count + k];
+        const float* o = buf.out.data() + static_cast<int64_t>(buf.slot[t * k_count + k]) * dim;
+        if (k == 0) {
+          for (int64_t d = 0; d < dim; ++d) y[d] = o[d] * wk;
+        } else {
+          for (int64_t d = 0; d < dim; ++d) y[d] += o[d] * wk;
+        }
+      }
+    }
+  });
+  // 4. Shared experts, then the residual.
+  if (c.shared_ffn_dim > 0) {
+    ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, act.xb.data(), n,
+              buf.gate.data(), buf.up.data(), buf.out.data(), scratch, pool);
+    if (c.shared_gate) {
+      kernels::MatMul(w.shared_gate, act.xb.data(), n, buf.shared_gate.data(), pool, scratch);
+    }
+    pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
+      for (size_t t = begin; t < end; ++t) {
+        const float* s = buf.out.data() + t * dim;
+        const float g = c.shared_gate ? 1.0f / (1.0f + std::exp(-buf.shared_gate[t])) : 1.0f;
+        float* y = act.proj.data() + t * dim;
+        if (c.shared_gate) {
+          for (int64_t d = 0; d < dim; ++d) y[d] += s[d] * g;
+        } else {
+          for (int64_t d = 0; d < dim; ++d) y[d] += s[d];
+        }
+      }
+    });
+  }
+  kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
+}
+
+}  // namespace kvserve::model

@@ -1,0 +1,104 @@
+// Mixture-of-experts FFN block (DeepSeek-V2/V3, Qwen2-MoE, Qwen3-MoE; llama.cpp's
+// build_moe_ffn), written once for every MoE architecture.
+//
+//   n       = RMSNorm(x) * ffn_norm                                        (T, dim)
+//   logits  = Wrouter n (+ router bias)                                    (T, E)
+//   probs   = softmax(logits) | sigmoid(logits)                            (T, E)
+//   chosen  = top_k of probs (+ selection bias), ties by the lower expert index
+//   w_k     = probs[chosen_k]; / sum_k w_k when norm_topk; * weights_scale when set
+//   y       = sum_k w_k * Wdown_e (silu(Wgate_e n) * (Wup_e n))   e = chosen_k, k = 0, 1, ...
+//   y      += shared experts' FFN(n) (* sigmoid(Wshared_gate n) when it has a gate)
+//   x      += y
+//
+// Grouped by expert: the step's rows are sorted by expert (a stable counting sort: within an
+// expert, rows in token order), each active expert runs its three matmuls once over all of its
+// rows, so a 16-sequence decode step reads each active expert's weights once, not once per
+// token. Determinism (DESIGN.md section 5): the matmul gives each row the same value whatever
+// the other rows (kernels/cpu/matmul.h), routing is per token, and a token's y is summed over
+// k = 0..top_k-1 in that fixed order, so its output is bit-identical alone, batched or with any
+// thread count.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+#include "core/thread_pool.h"
+#include "gguf/gguf.h"
+#include "kernels/cpu/matmul.h"
+#include "model/layers.h"
+
+namespace kvserve::model {
+
+// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid.
+enum class ExpertGating { kSoftmax = 1, kSigmoid = 2 };
+
+struct MoeConfig {
+  int64_t num_experts = 0;     // {arch}.expert_count
+  int64_t top_k = 0;           // {arch}.expert_used_count
+  int64_t expert_ffn_dim = 0;  // {arch}.expert_feed_forward_length
+  int64_t shared_ffn_dim = 0;  // 0: no shared expert; else its FFN width
+  bool shared_gate = false;    // qwen2moe: the shared expert's output * sigmoid(gate . n)
+  ExpertGating gating = ExpertGating::kSoftmax;
+  bool norm_topk = false;       // {arch}.expert_weights_norm
+  float weights_scale = 0.0f;   // {arch}.expert_weights_scale; 0: none
+  bool selection_bias = false;  // blk.N.exp_probs_b.bias (DeepSeek-V3)
+};
+
+// The weights of one MoE layer, pointing into the mapped file.
+struct MoeWeights {
+  const float* norm = nullptr;                           // (dim)
+  kernels::WeightMatrix router;                          // (E, dim): ffn_gate_inp
+  const float* selection_bias = nullptr;                 // (E) or null
+  std::vector<kernels::WeightMatrix> gate, up, down;     // (E): (ffn, dim) x2, (dim, ffn)
+  kernels::WeightMatrix shared_gate_up[2], shared_down;  // gate, up (sffn, dim); (dim, sffn)
+  kernels::WeightMatrix shared_gate;                     // (1, dim): ffn_gate_inp_shexp
+};
+
+// The slices of the 3-D tensor `name` (GGUF dims {cols, rows, experts}) as one matrix each.
+// note: the config reader checked the tensor (CHECKed here).
+std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file, const std::string& name);
+// Binds layer `layer`'s MoE tensors by llama.cpp's names (ffn_gate_inp, ffn_{gate,up,down}_exps,
+// exp_probs_b.bias, ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp).
+MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& config, int layer);
+
+// Checks layer `layer`'s MoE tensors exist with the shapes of `config` and a dtype the matmul
+// takes (the router must be F32, F16 or BF16). InvalidArgument naming the tensor otherwise.
+Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& config, int64_t dim, int layer);
+
+// Reads the MoE keys of `arch` (expert_count, expert_used_count, expert_feed_forward_length,
+// expert_shared_count / expert_shared_feed_forward_length, expert_gating_func,
+// expert_weights_norm, expert_weights_scale). InvalidArgument naming the key when a count is
+// missing or top_k is not in [1, expert_count].
+Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch);
+
+// Scratch of MoeFfnBlock, T = max_batch_tokens.
+struct MoeBuffers {
+  MoeBuffers(int64_t max_tokens, int64_t dim, const MoeConfig& config);
+  std::vector<float> logits;       // (T, E)
+  std::vector<int32_t> chosen;     // (T, top_k)
+  std::vector<float> weights;      // (T, top_k)
+  std::vector<int32_t> offsets;    // (E + 1): first sorted row of each expert
+  std::vector<int32_t> order;      // (T * top_k): sorted row -> t * top_k + k
+  std::vector<int32_t> slot;       // (T * top_k): t * top_k + k -> sorted row
+  std::vector<int32_t> cursor;     // (E): counting-sort cursors
+  std::vector<float> in;           // (T * top_k, dim): gathered inputs, by expert
+  std::vector<float> gate, up;     // (T * top_k, max(ffn, shared ffn))
+  std::vector<float> out;          // (T * top_k, dim): expert outputs, by expert
+  std::vector<float> shared_gate;  // (T)
+};
+
+// Picks token t's experts: chosen[k] and weights[k] for k < top_k from logits (E values),
+// as in the header comment. Exposed for tests.
+void RouteToken(const MoeConfig& config, const float* selection_bias, const float* logits,
+                int32_t* chosen, float* weights);
+
+// x += MoE(RMSNorm(x) * norm) for the first n rows of act.x (act.xb and act.proj are used as
+// scratch).
+void MoeFfnBlock(const MoeWeights& w, const MoeConfig& config, float eps, int64_t n,
+                 Activations& act, MoeBuffers& buf, kernels::MatMulScratch& scratch,
+                 ThreadPool& pool);
+
+}  // namespace kvserve::model
