@@ -98,9 +98,10 @@ const BRACKETED = [['engine.steps', 'engine_steps_total'], ['engine.preemptions'
   ['tiers.file.hits', 'offload_hits_total.file'], ['tiers.cpu.stores', 'offload_stores_total.cpu'],
   ['tiers.file.loads', 'offload_loads_total.file']];
 
-function startLoad() {
+// `seed`: its own prompts, so a second browser's load finds nothing of the first's cached.
+function startLoad(seed) {
   const args = ['bench', 'serve', '--base-url', BASE, '--api-key', KEY, '--dashboard',
-    ...process.env.KVSERVE_BENCH_ARGS.split(' ')];
+    '--seed', String(seed), ...process.env.KVSERVE_BENCH_ARGS.split(' ')];
   const child = spawn(process.env.KVSERVE_BINARY, args, { stdio: ['ignore', 'pipe', 'pipe'] });
   let out = '';
   child.stdout.on('data', (d) => { out += d; });
@@ -155,8 +156,8 @@ async function enterKey(page) {
 
 // Checks frames against /v1/kv/state and /metrics while a `bench serve` load runs; saves the
 // 1280x800 and phone screenshots on the way.
-async function followLoad(page, name) {
-  const load = startLoad();
+async function followLoad(page, name, seed) {
+  const load = startLoad(seed);
   try {
     const maps = new Set();
     let sawUsed = false, sameFrameChecks = 0, bracketChecks = 0, hovered = false, phone = false;
@@ -203,7 +204,7 @@ async function followLoad(page, name) {
     assert.ok(bracketChecks >= 3);
     assert.ok(maps.size >= 3, `the block map took only ${maps.size} shapes under load`);
     assert.ok(phone, 'the phone layout was never checked');
-    assert.ok(sawUsed, 'no block was ever shown in use');
+    assert.ok(sawUsed, `no block was ever shown in use: ${[...maps].join(' ')}`);
     assert.ok(hovered, 'hovering a used block did not name its holder and hash');
   } finally {
     if (load.code === undefined) load.kill();
@@ -255,7 +256,7 @@ test('endpoints refuse without the API key', async () => {
   assert.match(page.headers.get('content-security-policy'), /default-src 'none'/);
 });
 
-for (const [name, options] of Object.entries(BROWSERS)) {
+for (const [index, [name, options]] of Object.entries(BROWSERS).entries()) {
   const missing = !existsSync(options.executablePath) && `${options.executablePath} is not installed`;
   test(`${name}: the live page against /v1/kv/state and /metrics under load`,
     { timeout: 120000, skip: missing }, async () => {
@@ -271,7 +272,7 @@ for (const [name, options] of Object.entries(BROWSERS)) {
         });
         await enterKey(page);
         const before = await metrics();
-        await followLoad(page, name);
+        await followLoad(page, name, index + 1);
         await expectQuiet(page, name, before);
         assert.deepEqual(errors, [], 'the page logged errors');
       } finally {
