@@ -36,8 +36,9 @@ TEST(DashboardBrowserTest, LivePageMatchesStateAndMetricsUnderLoad) {
   const std::filesystem::path files =
       std::filesystem::temp_directory_path() / ("kvserve_dashboard_" + std::to_string(getpid()));
   std::filesystem::remove_all(files);
-  // 1 MiB of f32 stories260K KV = 50 blocks of 16 tokens: 8 requests of up to 160 tokens need
-  // 80, so they preempt; evicted blocks go to a 10-block CPU tier and cascade to files.
+  // 1 MiB of f32 stories260K KV = 50 blocks of 16 tokens: 8 requests at once (no arrival rate)
+  // of up to 224 tokens need 8 x 14 minus the shared prefix's 3, so they preempt whatever the
+  // machine's speed; evicted blocks go to a 10-block CPU tier and cascade to files.
   const std::string tiers =
       R"({"kv_connector": "OffloadingConnector", "kv_connector_extra_config": {)"
       R"("spec_name": "TieringOffloadingSpec", "cpu_bytes_to_use": 204800, )"
@@ -53,8 +54,8 @@ TEST(DashboardBrowserTest, LivePageMatchesStateAndMetricsUnderLoad) {
       "cd '" + dir + "' && KVSERVE_BASE_URL=http://127.0.0.1:" + std::to_string(server.port()) +
       " KVSERVE_API_KEY=dash-k3y KVSERVE_BINARY='" + KVSERVE_BINARY_DIR +
       "/tools/kvserve' KVSERVE_SCREENSHOT_DIR='" + shots +
-      "' KVSERVE_BENCH_ARGS='--num-prompts 48 --concurrency 8 --request-rate 12 --input-len 96 "
-      "--output-len 64 --shared-prefix-len 48' timeout 240 node --test --test-concurrency=1 2>&1";
+      "' KVSERVE_BENCH_ARGS='--num-prompts 32 --concurrency 8 --input-len 96 --output-len 128 "
+      "--shared-prefix-len 48' timeout 240 node --test --test-concurrency=1 2>&1";
   const int status = std::system(command.c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "node --test failed";
   EXPECT_EQ(server.Stop(30), 0) << server.Log();

@@ -154,61 +154,79 @@ async function enterKey(page) {
   await nextFrame(page, 0);
 }
 
-// Checks frames against /v1/kv/state and /metrics while a `bench serve` load runs; saves the
-// 1280x800 and phone screenshots on the way.
-async function followLoad(page, name, seed) {
-  const load = startLoad(seed);
-  try {
-    const maps = new Set();
-    let sawUsed = false, sameFrameChecks = 0, bracketChecks = 0, hovered = false, phone = false;
-    const loadEnded = load.done.then((code) => { load.code = code; });
-    while (load.code === undefined) {
-      const before = await metrics();
-      const first = await pageNumbers(page);
-      await nextFrame(page, first.sequence);
-      const shown = await pageNumbers(page);
-      const after = await metrics();
-      maps.add(shown.map);
-      sawUsed ||= /[us]/.test(shown.map);
-      const frame = await fetch(`${BASE}/v1/kv/state?sequence=${shown.sequence}`, { headers: AUTH });
-      if (frame.status === 200) {
-        expectSameFrame(shown, await frame.json());
-        ++sameFrameChecks;
-      }
-      for (const [field, metric] of BRACKETED) {
-        if (shown[field] === undefined || before[metric] === undefined) continue;
-        assert.ok(before[metric] <= shown[field] && shown[field] <= after[metric],
-          `${field} = ${shown[field]} outside /metrics [${before[metric]}, ${after[metric]}]`);
-      }
-      ++bracketChecks;
-      if (!hovered && shown['groups.0.blocks.used'] > 0) {
-        hovered = await hoverUsedBlock(page);
-        await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}-1280x800.png`) });
-      }
-      if (!phone && maps.size >= 3) {
-        phone = true;
-        await page.setViewport({ width: 390, height: 844 });
-        await nextFrame(page, shown.sequence);
-        await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}-phone.png`), fullPage: true });
-        const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
-        assert.ok(overflow <= 1, `the phone layout is ${overflow} px wider than the screen`);
-        await page.setViewport({ width: 1280, height: 800 });
-      }
-    }
-    await loadEnded;
-    assert.equal(load.code, 0, `bench serve failed:\n${load.output()}`);
-    assert.match(load.output(), new RegExp(`Live KV dashboard: ${BASE}/dashboard`));
-    console.log(`# ${name}: ${sameFrameChecks} frames equal to /v1/kv/state, ${bracketChecks} ` +
-      `inside /metrics, ${maps.size} block-map shapes`);
-    assert.ok(sameFrameChecks >= 3, `only ${sameFrameChecks} frames compared with /v1/kv/state`);
-    assert.ok(bracketChecks >= 3);
-    assert.ok(maps.size >= 3, `the block map took only ${maps.size} shapes under load`);
-    assert.ok(phone, 'the phone layout was never checked');
-    assert.ok(sawUsed, `no block was ever shown in use: ${[...maps].join(' ')}`);
-    assert.ok(hovered, 'hovering a used block did not name its holder and hash');
-  } finally {
-    if (load.code === undefined) load.kill();
+// One frame the page shows: equal to /v1/kv/state of that frame, inside /metrics read before
+// and after it. Returns the numbers shown; counts into `seen`.
+async function checkFrame(page, seen) {
+  const before = await metrics();
+  const first = await pageNumbers(page);
+  await nextFrame(page, first.sequence);
+  const shown = await pageNumbers(page);
+  const after = await metrics();
+  seen.maps.add(shown.map);
+  seen.used ||= /[us]/.test(shown.map);
+  const frame = await fetch(`${BASE}/v1/kv/state?sequence=${shown.sequence}`, { headers: AUTH });
+  if (frame.status === 200) {
+    expectSameFrame(shown, await frame.json());
+    ++seen.sameFrame;
   }
+  for (const [field, metric] of BRACKETED) {
+    if (shown[field] === undefined || before[metric] === undefined) continue;
+    assert.ok(before[metric] <= shown[field] && shown[field] <= after[metric],
+      `${field} = ${shown[field]} outside /metrics [${before[metric]}, ${after[metric]}]`);
+  }
+  ++seen.bracketed;
+  return shown;
+}
+
+// Checks frames while `bench serve` loads run (another, with the next seed, while fewer than
+// three frames were compared, at most three loads: a busy machine's browser may see few frames
+// of one); saves the 1280x800 and phone screenshots on the way.
+async function followLoad(page, name, seed) {
+  const start = await metrics();
+  const seen = { maps: new Set(), used: false, sameFrame: 0, bracketed: 0 };
+  let hovered = false, busyShot = false, phone = false;
+  for (let round = 0; round < 3; ++round) {
+    const load = startLoad(seed + 10 * round);
+    try {
+      const loadEnded = load.done.then((code) => { load.code = code; });
+      while (load.code === undefined) {
+        const shown = await checkFrame(page, seen);
+        // The screenshot: at the first frame with a block in use, again once the load has
+        // preempted and hit a tier (a fuller picture, the README's).
+        const busy = shown['engine.preemptions'] > start.num_preemptions_total &&
+          shown['tiers.cpu.hits'] + shown['tiers.file.hits'] >
+            start['offload_hits_total.cpu'] + start['offload_hits_total.file'];
+        if (shown['groups.0.blocks.used'] > 0 && (!hovered || (busy && !busyShot))) {
+          hovered = (await hoverUsedBlock(page)) || hovered;
+          busyShot = busy;
+          await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}-1280x800.png`) });
+        }
+        if (!phone && seen.maps.size >= 3) {
+          phone = true;
+          await page.setViewport({ width: 390, height: 844 });
+          await nextFrame(page, shown.sequence);
+          await page.screenshot({ path: path.join(SHOTS, `dashboard-${name}-phone.png`), fullPage: true });
+          const overflow = await page.evaluate(() => document.documentElement.scrollWidth - window.innerWidth);
+          assert.ok(overflow <= 1, `the phone layout is ${overflow} px wider than the screen`);
+          await page.setViewport({ width: 1280, height: 800 });
+        }
+      }
+      await loadEnded;
+      assert.equal(load.code, 0, `bench serve failed:\n${load.output()}`);
+      assert.match(load.output(), new RegExp(`Live KV dashboard: ${BASE}/dashboard`));
+    } finally {
+      if (load.code === undefined) load.kill();
+    }
+    console.log(`# ${name}, load ${round + 1}: ${seen.sameFrame} frames equal to /v1/kv/state, ` +
+      `${seen.bracketed} inside /metrics, ${seen.maps.size} block-map shapes`);
+    if (seen.sameFrame >= 3 && seen.maps.size >= 3 && phone && hovered) break;
+  }
+  assert.ok(seen.sameFrame >= 3, `only ${seen.sameFrame} frames compared with /v1/kv/state`);
+  assert.ok(seen.bracketed >= 3);
+  assert.ok(seen.maps.size >= 3, `the block map took only ${seen.maps.size} shapes under load`);
+  assert.ok(phone, 'the phone layout was never checked');
+  assert.ok(seen.used, `no block was ever shown in use: ${[...seen.maps].join(' ')}`);
+  assert.ok(hovered, 'hovering a used block did not name its holder and hash');
 }
 
 // Quiet: the next frame equals /metrics exactly, every block is back, and the page reported
