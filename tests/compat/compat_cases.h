@@ -65,6 +65,12 @@ inline constexpr ModelCase kModelCases[] = {
      3e-2},
     {"deepseek2_lite_q4_0", "make-model --arch deepseek2 --preset tiny-lite --type q4_0", "f16",
      2.5e-1},
+    {"qwen2moe_tiny_f32", "make-model --arch qwen2moe --preset tiny --type f32", "f32", 1e-4},
+    {"qwen2moe_tiny_f16", "make-model --arch qwen2moe --preset tiny --type f16", "f16", 1e-2},
+    {"qwen2moe_tiny_q4_0", "make-model --arch qwen2moe --preset tiny --type q4_0", "f16", 2.5e-1},
+    {"qwen3moe_tiny_f32", "make-model --arch qwen3moe --preset tiny --type f32", "f32", 1e-4},
+    {"qwen3moe_tiny_f16", "make-model --arch qwen3moe --preset tiny --type f16", "f16", 1e-2},
+    {"qwen3moe_tiny_q8_0", "make-model --arch qwen3moe --preset tiny --type q8_0", "f16", 1.0},
 };
 
 // A vocabulary whose tokenization of the 46 strings of ../shared/tokenizers/*.inp must equal
