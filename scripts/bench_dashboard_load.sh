@@ -13,8 +13,7 @@ clients=${2:-200}
 pairs=${3:-3}
 [ -f "$model" ] || "$bin" make-model --preset 110m --type q8_0 -o "$model" > /dev/null
 log=$(mktemp)
-# cpp-httplib serves one connection per thread: room for the streams and the benchmark.
-"$bin" serve "$model" --port 0 --http-threads $((clients + 64)) > "$log" 2>&1 &
+"$bin" serve "$model" --port 0 > "$log" 2>&1 &
 server=$!
 trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
 for _ in $(seq 600); do
