@@ -18,6 +18,11 @@ struct ModelCase {
   // Extra `kvserve generate` flags: phi3 runs with --max-model-len at its original context, so
   // that both sides use the short rope factors (llama.cpp picks them by its context size).
   const char* generate_flags = "";
+  // Mixtures of experts: at most this many positions may exceed the bound (and are left out
+  // of both checks, counted in the table's note). Where the two sides' roundings reorder two
+  // experts' router scores, that token runs other experts and its logprobs move by far more
+  // than the rounding; everywhere else the bound holds as for a dense model.
+  int routing_flips = 0;
 };
 
 // Bounds: 1e-4 for F32 and 2e-3 for F16/BF16 (issue 14); quantized types: measured (the
@@ -54,11 +59,13 @@ inline constexpr ModelCase kModelCases[] = {
     {"deepseek2_tiny_f32", "make-model --arch deepseek2 --preset tiny --type f32", "f32", 1e-4},
     // MoE: a rounding difference that reorders two experts' router scores changes the chosen
     // experts and moves that position's logprobs by far more than the rounding itself
-    // (docs/models.md), so the non-F32 bounds of the MoE cases are measured per case.
+    // (docs/models.md): the non-F32 bounds of the MoE cases are measured per case, and the
+    // 8-bit ones allow a few such positions (routing_flips) under a dense-like bound.
     {"deepseek2_tiny_f16", "make-model --arch deepseek2 --preset tiny --type f16", "f16", 5e-3},
     // 1.67 measured after the integer matmuls of the K-quant work (their Q8_0 rounding moved
     // some router ties): an MoE routing case, no position decisive at this bound.
-    {"deepseek2_tiny_q8_0", "make-model --arch deepseek2 --preset tiny --type q8_0", "f16", 2.0},
+    {"deepseek2_tiny_q8_0", "make-model --arch deepseek2 --preset tiny --type q8_0", "f16", 0.2, "",
+     3},
     {"deepseek2_lite_f32", "make-model --arch deepseek2 --preset tiny-lite --type f32", "f32",
      1e-4},
     {"deepseek2_lite_f16", "make-model --arch deepseek2 --preset tiny-lite --type f16", "f16",
@@ -70,7 +77,8 @@ inline constexpr ModelCase kModelCases[] = {
     {"qwen2moe_tiny_q4_0", "make-model --arch qwen2moe --preset tiny --type q4_0", "f16", 2.5e-1},
     {"qwen3moe_tiny_f32", "make-model --arch qwen3moe --preset tiny --type f32", "f32", 1e-4},
     {"qwen3moe_tiny_f16", "make-model --arch qwen3moe --preset tiny --type f16", "f16", 1e-2},
-    {"qwen3moe_tiny_q8_0", "make-model --arch qwen3moe --preset tiny --type q8_0", "f16", 1.0},
+    {"qwen3moe_tiny_q8_0", "make-model --arch qwen3moe --preset tiny --type q8_0", "f16", 0.2, "",
+     3},
 };
 
 // A vocabulary whose tokenization of the 46 strings of ../shared/tokenizers/*.inp must equal
