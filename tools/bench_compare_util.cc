@@ -93,10 +93,19 @@ Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
     return Internal(std::string("anchor.mjs info: ") + e.what());
   }
   // A decode step reads every weight matrix once; the embedding table only when the output
-  // is tied to it (else one row).
+  // is tied to it (else one row); of a mixture of experts' stacked expert tensors (*_exps),
+  // the expert_used_count experts a token is routed to.
   const bool tied = file.FindTensor("output.weight") == nullptr;
+  KV_ASSIGN_OR_RETURN(std::string arch_name, file.GetStringOr("general.architecture", "?"));
+  KV_ASSIGN_OR_RETURN(int64_t experts, file.GetIntOr(arch_name + ".expert_count", 0));
+  KV_ASSIGN_OR_RETURN(int64_t used, file.GetIntOr(arch_name + ".expert_used_count", 0));
   for (const gguf::TensorInfo& t : file.tensors()) {
-    if (t.name != "token_embd.weight" || tied) m.weight_bytes_per_token += t.size_bytes;
+    if (t.name == "token_embd.weight" && !tied) continue;
+    const bool stacked = experts > 0 && t.name.find("_exps.") != std::string::npos;
+    m.weight_bytes_per_token += stacked ? static_cast<double>(t.size_bytes) *
+                                              static_cast<double>(std::min(used, experts)) /
+                                              static_cast<double>(experts)
+                                        : static_cast<double>(t.size_bytes);
   }
   KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, model::MakeModelKvLayout(file, {}));
   KV_ASSIGN_OR_RETURN(kv::KvCapacity capacity, kv::ComputeCapacity(layout.config, 1ull << 32));

@@ -6,10 +6,10 @@
 #include <array>
 #include <vector>
 
-#include "model/dense.h"
-#include "model/dense_random.h"
 #include "model/deepseek2.h"
 #include "model/deepseek2_random.h"
+#include "model/dense.h"
+#include "model/dense_random.h"
 #include "model/v41.h"
 #include "model/v41_random_model.h"
 
@@ -23,7 +23,8 @@ Result<std::unique_ptr<Model>> LoadAs(std::shared_ptr<const gguf::GgufFile> file
   return std::unique_ptr<Model>(std::move(model));
 }
 
-// ---- the dense architectures (model/config.h, model/dense.h, model/dense_random.h) ----
+// ---- the dense-attention architectures, MoE ones included (model/config.h, model/dense.h,
+// model/dense_random.h) ----
 
 Result<gguf::GgufWriter> WriteRandomDense(std::string_view arch, std::string_view preset,
                                           const RandomWeights& weights) {
@@ -42,6 +43,8 @@ constexpr char kQwen3[] = "qwen3";
 constexpr char kPhi3[] = "phi3";
 constexpr char kGemma2[] = "gemma2";
 constexpr char kGemma3[] = "gemma3";
+constexpr char kQwen2Moe[] = "qwen2moe";
+constexpr char kQwen3Moe[] = "qwen3moe";
 
 template <const char* kName>
 Architecture Dense() {
@@ -72,13 +75,15 @@ Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
   return Deepseek2RandomWriter(spec, weights);
 }
 
-const std::array<Architecture, 8> kArchitectures = {{
+const std::array<Architecture, 10> kArchitectures = {{
     Dense<kLlama>(),
     Dense<kQwen2>(),
     Dense<kQwen3>(),
     Dense<kPhi3>(),
     Dense<kGemma2>(),
     Dense<kGemma3>(),
+    Dense<kQwen2Moe>(),
+    Dense<kQwen3Moe>(),
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
     {kDeepseek2Architecture, ReadDeepseek2KvShape, LoadAs<Deepseek2Model>, kDeepseek2Presets,
      WriteRandomDeepseek2},

@@ -9,6 +9,7 @@
 
 #include "gguf/ggml_types.h"
 #include "kernels/weight_matrix.h"
+#include "model/moe.h"
 
 namespace kvserve::model {
 namespace {
@@ -130,14 +131,46 @@ Status ReadGemma3(const gguf::GgufFile& file, ModelConfig& c) {
   return Status::Ok();
 }
 
+// Qwen2-MoE: qwen2's attention (biases optional, see ReadTensorFlags), then on every layer a
+// softmax router, top-k not normalised, and a shared expert (expert_shared_feed_forward_length,
+// default feed_forward_length) gated by sigmoid(ffn_gate_inp_shexp . n).
+Status ReadQwen2Moe(const gguf::GgufFile& file, ModelConfig& c) {
+  c.rope_style = RopeStyle::kNeox;
+  KV_ASSIGN_OR_RETURN(MoeConfig moe, ReadMoeConfig(file, c.architecture, c.ffn_dim));
+  KV_ASSIGN_OR_RETURN(
+      moe.shared_ffn_dim,
+      file.GetIntOr(c.architecture + ".expert_shared_feed_forward_length", c.ffn_dim));
+  if (moe.shared_ffn_dim <= 0 || moe.shared_ffn_dim > (int64_t{1} << 30)) {
+    return InvalidArgument("qwen2moe.expert_shared_feed_forward_length must be positive");
+  }
+  moe.shared_gate = true;
+  moe.gating = ExpertGating::kSoftmax;
+  moe.norm_topk = false;
+  c.moe = moe;
+  return Status::Ok();
+}
+
+// Qwen3-MoE: qwen3's attention, then on every layer a softmax router whose top-k weights are
+// normalised (llama.cpp's qwen3moe graph passes norm_w = true whatever the metadata says).
+Status ReadQwen3Moe(const gguf::GgufFile& file, ModelConfig& c) {
+  KV_RETURN_IF_ERROR(ReadQwen3(file, c));
+  KV_ASSIGN_OR_RETURN(MoeConfig moe, ReadMoeConfig(file, c.architecture, c.ffn_dim));
+  moe.shared_ffn_dim = 0;
+  moe.gating = ExpertGating::kSoftmax;
+  moe.norm_topk = true;
+  c.moe = moe;
+  return Status::Ok();
+}
+
 struct DenseArchitecture {
   std::string_view name;
   Status (*read)(const gguf::GgufFile& file, ModelConfig& c);
 };
 
 constexpr DenseArchitecture kDenseArchitectures[] = {
-    {"llama", ReadLlama}, {"qwen2", ReadQwen2},   {"qwen3", ReadQwen3},
-    {"phi3", ReadPhi3},   {"gemma2", ReadGemma2}, {"gemma3", ReadGemma3},
+    {"llama", ReadLlama},       {"qwen2", ReadQwen2},       {"qwen3", ReadQwen3},
+    {"phi3", ReadPhi3},         {"gemma2", ReadGemma2},     {"gemma3", ReadGemma3},
+    {"qwen2moe", ReadQwen2Moe}, {"qwen3moe", ReadQwen3Moe},
 };
 
 const DenseArchitecture* FindDense(std::string_view name) {
@@ -225,13 +258,17 @@ bool Has(const gguf::GgufFile& file, const std::string& name) {
 
 // The flags the tensors imply (fused projections, optional biases, rope factors, tied output).
 Status ReadTensorFlags(const gguf::GgufFile& file, ModelConfig& c) {
+  if (file.tensors().empty()) {
+    return InvalidArgument(fmt::format(
+        "this {} file has no weights (a shape-only preset for plan and inspect)", c.architecture));
+  }
   const gguf::TensorInfo* embd = file.FindTensor("token_embd.weight");
   if (embd == nullptr) return InvalidArgument("model lacks tensor 'token_embd.weight'");
   if (embd->dims.size() != 2) return InvalidArgument("token_embd.weight must be 2-D");
   c.vocab_size = embd->dims[1];
   c.tied_output = !Has(file, "output.weight");
   c.fused_qkv = c.architecture == "phi3" && Has(file, "blk.0.attn_qkv.weight");
-  if (c.architecture == "llama") {
+  if (c.architecture == "llama" || c.architecture == "qwen2moe") {
     c.qkv_bias = Has(file, "blk.0.attn_q.bias");
     c.output_bias = Has(file, "blk.0.attn_output.bias");
   }
@@ -271,7 +308,9 @@ Status CheckAttentionTensors(const gguf::GgufFile& file, const ModelConfig& c,
   return Status::Ok();
 }
 
-Status CheckFfnTensors(const gguf::GgufFile& file, const ModelConfig& c, const std::string& p) {
+Status CheckFfnTensors(const gguf::GgufFile& file, const ModelConfig& c, int64_t layer) {
+  if (c.moe) return CheckMoeTensors(file, *c.moe, c.dim, static_cast<int>(layer));
+  const std::string p = fmt::format("blk.{}.", layer);
   KV_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_norm.weight", {c.dim}));
   if (c.fused_gate_up) {
     KV_RETURN_IF_ERROR(CheckTensor(file, p + "ffn_up.weight", {c.dim, 2 * c.ffn_dim}));
@@ -294,7 +333,7 @@ Status CheckTensors(const gguf::GgufFile& file, const ModelConfig& c) {
   for (int64_t l = 0; l < c.num_layers; ++l) {
     const std::string p = fmt::format("blk.{}.", l);
     KV_RETURN_IF_ERROR(CheckAttentionTensors(file, c, p));
-    KV_RETURN_IF_ERROR(CheckFfnTensors(file, c, p));
+    KV_RETURN_IF_ERROR(CheckFfnTensors(file, c, l));
   }
   return Status::Ok();
 }

@@ -1,5 +1,7 @@
-// ModelConfig: the hyperparameters of a dense GGUF transformer (llama, qwen2, qwen3, phi3,
-// gemma2, gemma3), read from llama.cpp's metadata keys and checked against its tensors.
+// ModelConfig: the hyperparameters of a GGUF transformer with plain (multi-head / grouped)
+// attention (llama, qwen2, qwen3, phi3, gemma2, gemma3, and the mixtures of experts qwen2moe,
+// qwen3moe), read from llama.cpp's metadata keys and checked against its tensors. "Dense" in
+// the names below means dense attention; the FFN is dense or a mixture of experts.
 //
 // Every architecture is the same stack of blocks (model/layers.h); what differs is recorded
 // here, one reader per architecture (config.cc), following llama.cpp's conventions:
@@ -13,6 +15,11 @@
 //           attention and final logit soft-capping, sliding window on even layers
 //   gemma3  gemma2's blocks without soft-capping, q/k norms, 5 sliding layers : 1 global,
 //           sliding layers with RoPE base 10000 and no scaling
+//   qwen2moe qwen2's attention (q/k/v biases when present) and a mixture of experts on every
+//           layer: softmax router, top-k not normalised, one shared expert whose output is
+//           scaled by sigmoid(ffn_gate_inp_shexp . n) (model/moe.h)
+//   qwen3moe qwen3's attention and a mixture of experts on every layer: softmax router, top-k
+//           weights normalised to sum 1 (llama.cpp's graph does so whatever the metadata)
 // Gemma's RMSNorm (1 + w) is already folded into the weights by llama.cpp's converter, so
 // every norm here is RMSNorm(x) * w.
 #pragma once
@@ -25,6 +32,7 @@
 #include "core/status.h"
 #include "gguf/gguf.h"
 #include "kernels/cpu/ops.h"
+#include "model/moe_config.h"
 
 namespace kvserve::model {
 
@@ -72,6 +80,9 @@ struct ModelConfig {
   float embedding_scale = 1.0f;        // x = token_embd[token] * embedding_scale
   std::optional<float> final_softcap;  // {arch}.final_logit_softcapping (gemma2)
   bool tied_output = false;            // no output.weight: logits use token_embd.weight
+  // Set for the mixtures of experts: every layer's FFN is MoE (model/moe.h) and ffn_dim is
+  // only metadata (the shared expert's default width).
+  std::optional<MoeConfig> moe;
 
   int64_t q_row_elems() const { return num_heads * head_dim; }
   int64_t kv_row_elems() const { return num_kv_heads * head_dim; }
@@ -89,7 +100,8 @@ bool IsDenseArchitecture(std::string_view architecture);
 Result<ModelConfig> ReadModelHyperparameters(const gguf::GgufFile& file);
 
 // ReadModelHyperparameters, then the tensors: the flags they imply (tied output, biases, fused
-// projections) and their presence, shapes and dtypes (InvalidArgument naming the tensor).
+// projections) and their presence, shapes and dtypes (InvalidArgument naming the tensor; a
+// file with no tensors at all, a shape-only preset for plan and inspect, is refused saying so).
 Result<ModelConfig> ReadModelConfig(const gguf::GgufFile& file);
 
 }  // namespace kvserve::model

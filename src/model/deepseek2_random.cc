@@ -196,7 +196,12 @@ Result<gguf::GgufWriter> Deepseek2RandomWriter(const Deepseek2Spec& spec,
     return weights.TypeOf(name, row_len, rows);
   };
   gguf::GgufWriter w;
-  SetMetadata(spec, LlamaFileType(weights.TypeOf("blk.0.attn_output.weight", c.dim, c.dim)), w);
+  // A quantize mix (q4_k_m, ...) names its own file type; a pure type is its matrices' type.
+  SetMetadata(spec,
+              weights.file_type ? *weights.file_type
+                                : LlamaFileType(weights.TypeOf("blk.0.attn_output.weight", c.dim,
+                                                               c.dim)),
+              w);
   if (spec.shape_only) return w;
   SetSpmTokenizer(c.vocab_size, w);
   RandomTensorWriter t(w, typed);

@@ -12,7 +12,16 @@ namespace kvserve::model {
 namespace {
 
 int64_t MaxCols(const ModelConfig& c) {
+  if (c.moe) {
+    return std::max({c.dim, c.q_row_elems(), c.moe->expert_ffn_dim, c.moe->shared_ffn_dim});
+  }
   return std::max({c.dim, c.q_row_elems(), c.ffn_dim});
+}
+
+// The dense FFN's width in the activations: none for a mixture of experts (its buffers are
+// MoeBuffers).
+int64_t DenseFfnDim(const ModelConfig& c) {
+  return c.moe ? 0 : c.ffn_dim;
 }
 
 // The rotary embedding of layer `l`: sliding layers may have their own base and scaling
@@ -48,7 +57,7 @@ DenseModel::DenseModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig c
     : file_(std::move(file)),
       config_(std::move(config)),
       options_(options),
-      act_(options.max_batch_tokens, config_.dim, config_.ffn_dim, config_.fused_gate_up),
+      act_(options.max_batch_tokens, config_.dim, DenseFfnDim(config_), config_.fused_gate_up),
       attention_buffers_(options.max_batch_tokens, config_.q_row_elems(), config_.kv_row_elems(),
                          config_.fused_qkv),
       matmul_scratch_(options.max_batch_tokens, MaxCols(config_)) {
@@ -74,6 +83,7 @@ DenseModel::DenseModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig c
     ropes_.push_back(RopeOf(c, *file_, l, *options_.max_context_tokens));
   }
   BindLayers();
+  if (c.moe) moe_buffers_ = std::make_unique<MoeBuffers>(options_.max_batch_tokens, c.dim, *c.moe);
   seqs_.resize(num_groups_);
   for (auto& s : seqs_) s.reserve(options_.max_batch_tokens);
   attention_scratch_ = std::make_unique<kernels::AttentionScratch>(
@@ -87,7 +97,11 @@ void DenseModel::BindLayers() {
   output_norm_ = BindVector(f, "output_norm.weight");
   for (int l = 0; l < config_.num_layers; ++l) {
     attention_.push_back(BindAttention(f, l, config_));
-    ffn_.push_back(BindFfn(f, l, config_));
+    if (config_.moe) {
+      moe_.push_back(BindMoe(f, *config_.moe, l));
+    } else {
+      ffn_.push_back(BindFfn(f, l, config_));
+    }
   }
 }
 
@@ -110,7 +124,12 @@ void DenseModel::Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool
     const int g = group_of_layer_[l];
     AttentionBlock({&attention_[l], &shapes_[l], &ropes_[l], eps, &kv.paged[g], l}, rows_, seqs_[g],
                    act_, attention_buffers_, *attention_scratch_, matmul_scratch_, pool);
-    GatedFfnBlock(ffn_[l], eps, rows_.num_tokens, act_, matmul_scratch_, pool);
+    if (config_.moe) {
+      MoeFfnBlock(moe_[l], *config_.moe, eps, rows_.num_tokens, act_, *moe_buffers_,
+                  matmul_scratch_, pool);
+    } else {
+      GatedFfnBlock(ffn_[l], eps, rows_.num_tokens, act_, matmul_scratch_, pool);
+    }
   }
   Logits(batch, rows_, output_norm_, eps, output_, act_, matmul_scratch_, pool, logits,
          config_.final_softcap);

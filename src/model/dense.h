@@ -1,11 +1,12 @@
-// DenseModel: every dense GGUF transformer kvserve runs (llama, qwen2, qwen3, phi3, gemma2,
-// gemma3; model/config.h says how they differ) on CPU over a ragged batch. K/V live in one
+// DenseModel: every GGUF transformer with dense attention kvserve runs (llama, qwen2, qwen3,
+// phi3, gemma2, gemma3, and the mixtures of experts qwen2moe, qwen3moe; model/config.h says how
+// they differ) on CPU over a ragged batch. K/V live in one
 // KV group per distinct attention window (model::DenseKvGroups): one full group for most
 // models, a full and a sliding-window group for Gemma, read through block tables.
 //
 //   x = token_embd[token] * embedding_scale                                    (T, dim)
 //   per layer l: x += AttentionBlock(x)  over the group of l's window (model/layers.h)
-//                x += GatedFfnBlock(x)
+//                x += GatedFfnBlock(x), or MoeFfnBlock(x) (model/moe.h) for a mixture of experts
 //   logits = softcap(Woutput · (RMSNorm(x) * output_norm))   (Woutput = token_embd when tied)
 //
 // Owns: the mapped GGUF file (weights are used in place from it, never copied) and every scratch
@@ -25,6 +26,7 @@
 #include "model/config.h"
 #include "model/layers.h"
 #include "model/model.h"
+#include "model/moe.h"
 
 namespace kvserve::model {
 
@@ -63,7 +65,8 @@ class DenseModel final : public Model {
   kernels::WeightMatrix output_;             // (vocab, dim): token_embd_ when tied
   const float* output_norm_ = nullptr;       // (dim)
   std::vector<AttentionWeights> attention_;  // (layers)
-  std::vector<FfnWeights> ffn_;              // (layers)
+  std::vector<FfnWeights> ffn_;              // (layers), or empty for a mixture of experts
+  std::vector<MoeWeights> moe_;              // (layers) for a mixture of experts, else empty
 
   // Per step: the batch's rows and each group's attention slices (capacity reserved at Load).
   TokenRows rows_;
@@ -72,8 +75,9 @@ class DenseModel final : public Model {
   // Scratch, T = max_batch_tokens.
   Activations act_;
   AttentionBuffers attention_buffers_;
+  std::unique_ptr<MoeBuffers> moe_buffers_;  // mixtures of experts only
   std::unique_ptr<kernels::AttentionScratch> attention_scratch_;
-  kernels::MatMulScratch matmul_scratch_;  // T tokens, max(dim, q_row, ffn) columns
+  kernels::MatMulScratch matmul_scratch_;  // T tokens, max(dim, q_row, ffn, expert ffns) columns
 };
 
 }  // namespace kvserve::model

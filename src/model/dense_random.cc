@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -22,16 +23,16 @@ struct ArchTensors {
 
 ArchTensors TensorsOf(std::string_view arch) {
   ArchTensors t;
-  t.qkv_bias = arch == "qwen2";
-  t.qk_norm = arch == "qwen3" || arch == "gemma3";
+  t.qkv_bias = arch == "qwen2" || arch == "qwen2moe";
+  t.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
   t.post_norms = arch == "gemma2" || arch == "gemma3";
   t.fused_gate_up = arch == "phi3";
   return t;
 }
 
 VocabFamily DefaultVocab(std::string_view arch) {
-  if (arch == "qwen2") return VocabFamily::kQwen2;
-  if (arch == "qwen3") return VocabFamily::kQwen3;
+  if (arch == "qwen2" || arch == "qwen2moe") return VocabFamily::kQwen2;
+  if (arch == "qwen3" || arch == "qwen3moe") return VocabFamily::kQwen3;
   if (arch == "phi3") return VocabFamily::kPhi3;
   if (arch == "gemma2" || arch == "gemma3") return VocabFamily::kGemma;
   return VocabFamily::kLlamaSpm;
@@ -86,6 +87,14 @@ void SetMetadata(const DenseSpec& s, tensor::DType type, std::optional<uint32_t>
   }
   if (s.final_softcap) {
     w.Set(key("final_logit_softcapping"), Value::F32(static_cast<float>(*s.final_softcap)));
+  }
+  if (s.moe) {
+    w.Set(key("expert_count"), u32(s.moe->num_experts));
+    w.Set(key("expert_used_count"), u32(s.moe->top_k));
+    w.Set(key("expert_feed_forward_length"), u32(s.moe->expert_ffn_dim));
+    if (s.moe->shared_ffn_dim > 0) {
+      w.Set(key("expert_shared_feed_forward_length"), u32(s.moe->shared_ffn_dim));
+    }
   }
 }
 
@@ -163,9 +172,27 @@ Status AddAttention(const DenseSpec& s, const ArchTensors& a, const std::string&
   return Status::Ok();
 }
 
+// A mixture of experts (llama.cpp's names): the router (6x the usual bound, so each token's
+// experts are clearly chosen), the stacked experts, and qwen2moe's gated shared expert.
+Status AddMoe(const DenseSpec& s, const std::string& p, RandomTensorWriter& t) {
+  const MoeConfig& m = *s.moe;
+  const int64_t e = m.num_experts, f = m.expert_ffn_dim;
+  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_inp.weight", s.dim, e, 6 * Scaled(s.dim)));
+  KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_gate_exps.weight", s.dim, f, e, Scaled(s.dim)));
+  KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_up_exps.weight", s.dim, f, e, Scaled(s.dim)));
+  KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_down_exps.weight", f, s.dim, e, Scaled(f)));
+  if (m.shared_ffn_dim == 0) return Status::Ok();
+  const int64_t sf = m.shared_ffn_dim;
+  KV_RETURN_IF_ERROR(t.Vector(p + "ffn_gate_inp_shexp.weight", s.dim, Scaled(s.dim)));
+  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_shexp.weight", s.dim, sf, Scaled(s.dim)));
+  KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up_shexp.weight", s.dim, sf, Scaled(s.dim)));
+  return t.Matrix(p + "ffn_down_shexp.weight", sf, s.dim, Scaled(sf));
+}
+
 Status AddFfn(const DenseSpec& s, const ArchTensors& a, const std::string& p,
               RandomTensorWriter& t) {
   KV_RETURN_IF_ERROR(t.Norm(p + "ffn_norm.weight", s.dim));
+  if (s.moe) return AddMoe(s, p, t);
   if (a.fused_gate_up) {
     KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", s.dim, 2 * s.ffn_dim, Scaled(s.dim)));
   } else {
@@ -193,10 +220,14 @@ Status AddWeights(const DenseSpec& s, RandomTensorWriter& t) {
 
 // ---- presets ----
 
-constexpr std::array<std::string_view, 3> kLlamaPresets = {"tiny", "110m", "llama3-tiny"};
-constexpr std::array<std::string_view, 1> kTinyOnly = {"tiny"};
-constexpr std::array<std::string_view, 2> kQwen3Presets = {"tiny", "qwen3-0.6b"};
-constexpr std::array<std::string_view, 2> kGemma3Presets = {"tiny", "gemma3-1b"};
+constexpr std::array<std::string_view, 5> kLlamaPresets = {"tiny", "tiny-256", "110m",
+                                                           "llama3-tiny", "llama3-tiny-256"};
+constexpr std::array<std::string_view, 2> kTinyOnly = {"tiny", "tiny-256"};
+constexpr std::array<std::string_view, 3> kQwen3Presets = {"tiny", "tiny-256", "qwen3-0.6b"};
+constexpr std::array<std::string_view, 3> kGemma3Presets = {"tiny", "tiny-256", "gemma3-1b"};
+constexpr std::array<std::string_view, 2> kQwen2MoePresets = {"tiny", "small"};
+constexpr std::array<std::string_view, 3> kQwen3MoePresets = {"tiny", "small", "qwen3-30b-a3b"};
+constexpr std::string_view kWideSuffix = "-256";
 
 // The shape fields of a spec; head_dim 0 = dim / heads (no attention.key_length written).
 DenseSpec Shape(std::string_view arch, std::string_view name, int64_t dim, int64_t layers,
@@ -252,7 +283,48 @@ std::optional<DenseSpec> LlamaPreset(std::string_view preset) {
   return s;
 }
 
+MoeConfig Experts(int64_t experts, int64_t top_k, int64_t expert_ffn, int64_t shared_ffn = 0) {
+  MoeConfig m;
+  m.num_experts = experts;
+  m.top_k = top_k;
+  m.expert_ffn_dim = expert_ffn;
+  m.shared_ffn_dim = shared_ffn;
+  m.shared_gate = shared_ffn > 0;
+  return m;
+}
+
+// Qwen2-MoE (Qwen1.5-MoE-A2.7B's layout: MHA with q/k/v biases, top-4 routing plus a gated
+// shared expert) and Qwen3-MoE (Qwen3-30B-A3B's: GQA with q/k norms, top-8 of 128 experts).
+std::optional<DenseSpec> MoePreset(std::string_view arch, std::string_view preset) {
+  DenseSpec s;
+  if (arch == "qwen2moe" && preset == "tiny") {
+    s = Shape("qwen2moe", "tiny", 128, 4, 8, 2, 384, 1024, 2048);
+    s.moe = Experts(8, 4, 64, 128);
+  } else if (arch == "qwen2moe" && preset == "small") {
+    s = Shape("qwen2moe", "small", 1024, 12, 16, 16, 1024, 32000, 8192);
+    s.moe = Experts(32, 4, 512, 1024);
+  } else if (arch == "qwen3moe" && preset == "tiny") {
+    s = Shape("qwen3moe", "tiny", 128, 4, 4, 2, 384, 1024, 2048, 48);
+    s.moe = Experts(8, 2, 64);
+  } else if (arch == "qwen3moe" && preset == "small") {
+    s = Shape("qwen3moe", "small", 1024, 12, 8, 4, 3072, 32000, 8192, 128);
+    s.moe = Experts(64, 8, 256);
+  } else if (arch == "qwen3moe" && preset == "qwen3-30b-a3b") {
+    // config.json: hidden 2048, 48 layers, 32 heads, 4 KV heads, head_dim 128, intermediate
+    // 6144, moe_intermediate 768, 128 experts, 8 per token, 151,936 tokens, 40,960 positions.
+    s = Shape("qwen3moe", "qwen3-30b-a3b", 2048, 48, 32, 4, 6144, 151936, 40960, 128);
+    s.moe = Experts(128, 8, 768);
+    s.shape_only = true;
+  } else {
+    return std::nullopt;
+  }
+  s.rope_freq_base = 1000000.0;
+  s.rms_norm_eps = 1e-6f;
+  return s;
+}
+
 std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view preset) {
+  if (arch == "qwen2moe" || arch == "qwen3moe") return MoePreset(arch, preset);
   DenseSpec s;
   s.arch = std::string(arch);
   s.name = std::string(preset);
@@ -303,11 +375,31 @@ std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view pre
   return s;
 }
 
+// "<tiny preset>-256": the same model 256 wide (dim 256, FFN 512, heads of 256 / heads when the
+// preset sets a head size, the rotary share of a head kept), so every matrix row holds whole
+// 256-value blocks and the K-quant types apply where the tiny presets' 128-value rows send them
+// to llama.cpp's fallbacks (model/quant_mix.h).
+std::optional<DenseSpec> Wide(std::optional<DenseSpec> s, std::string_view name) {
+  if (!s) return s;
+  const int64_t old_head_dim = s->HeadDim();
+  s->name = std::string(name);
+  s->dim = 256;
+  s->ffn_dim = 512;
+  if (s->head_dim) s->head_dim = s->dim / s->num_heads;
+  if (s->rope_dim) s->rope_dim = *s->rope_dim * s->HeadDim() / old_head_dim;
+  if (s->arch == "gemma2" || s->arch == "gemma3") s->embedding_std = GemmaEmbeddingStd(s->dim);
+  return s;
+}
+
 }  // namespace
 
 int64_t DenseSpec::NumParams() const {
   const int64_t attention = 2 * dim * QDim() + 2 * dim * KvDim();
-  const int64_t per_layer = 2 * dim + attention + 3 * dim * ffn_dim;
+  const int64_t ffn =
+      moe ? dim * moe->num_experts +
+                3 * dim * (moe->num_experts * moe->expert_ffn_dim + moe->shared_ffn_dim)
+          : 3 * dim * ffn_dim;
+  const int64_t per_layer = 2 * dim + attention + ffn;
   return (tied_output ? 1 : 2) * vocab_size * dim + dim + num_layers * per_layer;
 }
 
@@ -316,12 +408,22 @@ std::span<const std::string_view> DensePresets(std::string_view arch) {
   if (arch == "qwen3") return kQwen3Presets;
   if (arch == "gemma3") return kGemma3Presets;
   if (arch == "qwen2" || arch == "phi3" || arch == "gemma2") return kTinyOnly;
+  if (arch == "qwen2moe") return kQwen2MoePresets;
+  if (arch == "qwen3moe") return kQwen3MoePresets;
   return {};
 }
 
 Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset) {
-  const std::optional<DenseSpec> spec =
-      arch == "llama" ? LlamaPreset(preset) : OtherPreset(arch, preset);
+  auto find = [arch](std::string_view name) {
+    return arch == "llama" ? LlamaPreset(name) : OtherPreset(arch, name);
+  };
+  std::optional<DenseSpec> spec = find(preset);
+  const std::span<const std::string_view> presets = DensePresets(arch);
+  const bool listed = std::find(presets.begin(), presets.end(), preset) != presets.end();
+  if (!spec && listed && preset.ends_with(kWideSuffix)) {
+    const std::string_view base = preset.substr(0, preset.size() - kWideSuffix.size());
+    if (base == "tiny" || base == "llama3-tiny") spec = Wide(find(base), preset);
+  }
   if (!spec) {
     return InvalidArgument(fmt::format("unknown {} preset '{}' ({})", arch, preset,
                                        fmt::join(DensePresets(arch), ", ")));
@@ -337,9 +439,13 @@ Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWe
   if (spec.arch == "gemma3" && !spec.sliding_window) {
     return InvalidArgument("a gemma3 spec needs a sliding window");
   }
+  if (spec.moe && (spec.moe->top_k < 1 || spec.moe->top_k > spec.moe->num_experts)) {
+    return InvalidArgument("dense spec: experts used must be in [1, experts]");
+  }
   gguf::GgufWriter w;
   SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.QDim()), weights.file_type,
               w);
+  if (spec.shape_only) return w;
   if (spec.vocab_size >= 300) {
     KV_RETURN_IF_ERROR(
         SetRandomVocab(spec.vocab.value_or(DefaultVocab(spec.arch)), spec.vocab_size, w));
@@ -348,7 +454,13 @@ Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWe
   }
   if (spec.llama3_rope) KV_RETURN_IF_ERROR(AddF32(w, "rope_freqs.weight", Llama3RopeFactors(spec)));
   if (spec.rope_factors) KV_RETURN_IF_ERROR(AddRopeFactors(spec, w));
-  RandomTensorWriter tensors(w, weights);
+  // Routers stay F32, as llama.cpp's quantize leaves ffn_gate_inp (and 1-D tensors) unquantized.
+  RandomWeights typed = weights;
+  typed.type_of = [&weights](std::string_view name, int64_t row_len, int64_t rows) {
+    if (name.find("ffn_gate_inp") != std::string_view::npos) return tensor::DType::kF32;
+    return weights.TypeOf(name, row_len, rows);
+  };
+  RandomTensorWriter tensors(w, typed);
   KV_RETURN_IF_ERROR(AddWeights(spec, tensors));
   return w;
 }

@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "model/moe_config.h"
 #include "model/random_vocab.h"
 #include "model/random_weights.h"
 
@@ -30,6 +31,7 @@ struct Llama3RopeScaling {
 
 struct DenseSpec {
   std::string arch = "llama";   // general.architecture: llama qwen2 qwen3 phi3 gemma2 gemma3
+                                // qwen2moe qwen3moe
   std::string name = "custom";  // written as general.name "kvserve-random-<name>"
   int64_t dim = 64;
   int64_t num_layers = 2;
@@ -56,6 +58,10 @@ struct DenseSpec {
   // The vocabulary (vocab_size >= 300; a smaller model has token ids only). Default: the
   // architecture's family (llama: SentencePiece).
   std::optional<VocabFamily> vocab;
+  // qwen2moe / qwen3moe: every layer's FFN is this mixture of experts (num_experts, top_k,
+  // expert_ffn_dim; qwen2moe's shared_ffn_dim), written with llama.cpp's expert keys.
+  std::optional<MoeConfig> moe;
+  bool shape_only = false;  // metadata only, no tensors (published shapes for plan / inspect)
 
   int64_t HeadDim() const { return head_dim.value_or(dim / num_heads); }
   int64_t QDim() const { return HeadDim() * num_heads; }
@@ -66,16 +72,21 @@ struct DenseSpec {
 // The presets of `arch` (make-model --preset names), in a fixed order; empty for other names.
 std::span<const std::string_view> DensePresets(std::string_view arch);
 // A preset of `arch`; InvalidArgument naming the presets otherwise. Every architecture has
-// "tiny" (~1M parameters, outputs that vary); llama has "110m" (llama2.c's stories110M shape)
-// and "llama3-tiny" (BPE vocabulary, Llama 3 rope scaling, GQA 4:1); qwen3 has
-// "qwen3-0.6b" and gemma3 "gemma3-1b" (the published shapes, 151,936 and 262,144 tokens).
+// "tiny" (~1M parameters, outputs that vary); the dense ones also "tiny-256" (the same 256
+// wide, so K-quants apply to every matrix); llama has "110m" (llama2.c's stories110M shape),
+// "llama3-tiny" (BPE vocabulary, Llama 3 rope scaling, GQA 4:1) and "llama3-tiny-256"; qwen3
+// has "qwen3-0.6b" and gemma3 "gemma3-1b" (the published shapes, 151,936 and 262,144 tokens);
+// qwen2moe and qwen3moe have "small" (~0.5-1B parameters, every row a multiple of 256 values,
+// for speed work) and qwen3moe "qwen3-30b-a3b" (the published shape, metadata only).
 Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset);
 
 // The model's metadata, weights and, when vocab_size >= 300, its family's vocabulary and chat
 // template. Weights: matrices uniform with variance 1/fan_in (bound sqrt(3 / fan_in)), so
 // activations keep their scale; biases uniform in [-0.1, 0.1); the output with variance 4/dim,
 // so logits have standard deviation ~2 (peaked, not degenerate); embeddings with standard
-// deviation embedding_std. InvalidArgument for an inconsistent spec.
+// deviation embedding_std; routers (ffn_gate_inp*, kept F32 as llama.cpp's quantize does)
+// with 6x the matrices' bound, so routing is decisive. InvalidArgument for an inconsistent
+// spec.
 Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWeights& weights);
 
 }  // namespace kvserve::model

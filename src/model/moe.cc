@@ -66,8 +66,11 @@ MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& c, int layer) {
     w.shared_gate_up[0] = BindMatrix(file, LayerName(layer, "ffn_gate_shexp.weight"));
     w.shared_gate_up[1] = BindMatrix(file, LayerName(layer, "ffn_up_shexp.weight"));
     w.shared_down = BindMatrix(file, LayerName(layer, "ffn_down_shexp.weight"));
-    if (c.shared_gate)
-      w.shared_gate = BindMatrix(file, LayerName(layer, "ffn_gate_inp_shexp.weight"));
+    if (c.shared_gate) {  // one row of dim values, {dim} or {dim, 1}
+      const gguf::TensorInfo* t = file.FindTensor(LayerName(layer, "ffn_gate_inp_shexp.weight"));
+      CHECK(t != nullptr && t->dtype);
+      w.shared_gate = {static_cast<const std::byte*>(t->data), *t->dtype, 1, t->dims[0]};
+    }
   }
   return w;
 }
@@ -93,15 +96,19 @@ Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t d
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_shexp.weight"), {dim, s}));
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_shexp.weight"), {dim, s}));
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_down_shexp.weight"), {s, dim}));
-    if (c.shared_gate) {
-      KV_RETURN_IF_ERROR(
-          CheckTensor(file, LayerName(layer, "ffn_gate_inp_shexp.weight"), {dim, 1}));
+    if (c.shared_gate) {  // llama.cpp declares it {dim}; {dim, 1} is the same row
+      const std::string gate = LayerName(layer, "ffn_gate_inp_shexp.weight");
+      const gguf::TensorInfo* t = file.FindTensor(gate);
+      const bool one_d = t != nullptr && t->dims.size() == 1;
+      KV_RETURN_IF_ERROR(CheckTensor(
+          file, gate, one_d ? std::vector<int64_t>{dim} : std::vector<int64_t>{dim, 1}));
     }
   }
   return Status::Ok();
 }
 
-Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch) {
+Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch,
+                                std::optional<int64_t> fallback_ffn) {
   MoeConfig c;
   auto count = [&](const std::string& key, int64_t fallback) -> Result<int64_t> {
     Result<int64_t> v =
@@ -116,7 +123,8 @@ Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& a
   };
   KV_ASSIGN_OR_RETURN(c.num_experts, count("expert_count", -1));
   KV_ASSIGN_OR_RETURN(c.top_k, count("expert_used_count", -1));
-  KV_ASSIGN_OR_RETURN(c.expert_ffn_dim, count("expert_feed_forward_length", -1));
+  const int64_t fallback = fallback_ffn && c.top_k > 0 ? *fallback_ffn / c.top_k : -1;
+  KV_ASSIGN_OR_RETURN(c.expert_ffn_dim, count("expert_feed_forward_length", fallback));
   if (c.num_experts < 1 || c.top_k < 1 || c.top_k > c.num_experts || c.expert_ffn_dim < 1) {
     return InvalidArgument(fmt::format(
         "{}: expert_used_count {} must be in [1, expert_count {}] and the expert FFN positive",

@@ -29,23 +29,9 @@
 #include "gguf/gguf.h"
 #include "kernels/cpu/matmul.h"
 #include "model/layers.h"
+#include "model/moe_config.h"
 
 namespace kvserve::model {
-
-// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid.
-enum class ExpertGating { kSoftmax = 1, kSigmoid = 2 };
-
-struct MoeConfig {
-  int64_t num_experts = 0;     // {arch}.expert_count
-  int64_t top_k = 0;           // {arch}.expert_used_count
-  int64_t expert_ffn_dim = 0;  // {arch}.expert_feed_forward_length
-  int64_t shared_ffn_dim = 0;  // 0: no shared expert; else its FFN width
-  bool shared_gate = false;    // qwen2moe: the shared expert's output * sigmoid(gate . n)
-  ExpertGating gating = ExpertGating::kSoftmax;
-  bool norm_topk = false;       // {arch}.expert_weights_norm
-  float weights_scale = 0.0f;   // {arch}.expert_weights_scale; 0: none
-  bool selection_bias = false;  // blk.N.exp_probs_b.bias (DeepSeek-V3)
-};
 
 // The weights of one MoE layer, pointing into the mapped file.
 struct MoeWeights {
@@ -67,12 +53,6 @@ MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& config, int laye
 // Checks layer `layer`'s MoE tensors exist with the shapes of `config` and a dtype the matmul
 // takes (the router must be F32, F16 or BF16). InvalidArgument naming the tensor otherwise.
 Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& config, int64_t dim, int layer);
-
-// Reads the MoE keys of `arch` (expert_count, expert_used_count, expert_feed_forward_length,
-// expert_shared_count / expert_shared_feed_forward_length, expert_gating_func,
-// expert_weights_norm, expert_weights_scale). InvalidArgument naming the key when a count is
-// missing or top_k is not in [1, expert_count].
-Result<MoeConfig> ReadMoeConfig(const gguf::GgufFile& file, const std::string& arch);
 
 // Scratch of MoeFfnBlock, T = max_batch_tokens.
 struct MoeBuffers {

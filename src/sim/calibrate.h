@@ -5,9 +5,13 @@
 //      real KV blocks of a real kv::KvCacheManager, plus the real sampler on every sampled
 //      row (temperature 1, as `bench throughput` samples), timed on a grid of batch shapes:
 //      prefill chunks of 16..2048 tokens at several contexts, decode batches of 1..64 at
-//      several contexts, and mixes of both. Each point: one warm-up, then the median of
-//      `repeats` runs. KV positions before a shape's context are never computed (their values
-//      do not change the time).
+//      several contexts, and mixes of both. Each point: one warm-up, then the fastest of
+//      `repeats` runs (on a shared machine, the one least disturbed by other processes). With
+//      one thread the clock is that thread's CPU time (time spent waiting for a core does not
+//      count), with more the wall clock.
+//      KV positions before a shape's context are never computed (their values do not change
+//      the time), but their pages are written once, so attention reads real memory rather
+//      than the kernel's zero page.
 //   2. Fit: the profile whose cost model (sim/cost_model.h) best predicts those times, by
 //      Nelder-Mead over the logs of eight rates (GEMM FLOP/s for the model's weight dtypes,
 //      memory bandwidth, attention FLOP/s and KV bandwidth, sampling rate, overheads per step,
@@ -39,14 +43,14 @@ struct CalibrationOptions {
   std::string model_path;
   engine::EngineConfig engine;  // threads, block size, KV dtype (as serve would run)
   uint64_t kv_arena_bytes = 3ull << 30;  // KV memory for the grid's largest shape
-  int repeats = 3;
+  int repeats = 5;
   bool quick = false;  // a few small shapes, one run each (tests)
 };
 
 struct CalibrationPoint {
   std::string label;  // "prefill 512 @ 0", "decode 16 x @ 1024", ...
   std::vector<SequenceWork> batch;
-  double measured = 0;   // seconds (median)
+  double measured = 0;   // seconds (fastest run)
   double predicted = 0;  // by the fitted profile
 };
 

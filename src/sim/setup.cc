@@ -177,6 +177,10 @@ const std::map<std::string, Setter>& Setters() {
        [](SimKnobs& k, const auto& n, const auto& v) { return ParseInto(n, v, k.workload.request_rate); }},
       {"kv-offloading-size",
        [](SimKnobs& k, const auto&, const auto& v) -> Status {
+         if (v == "0") {  // no CPU tier: the baseline of a tier sweep
+           k.engine.offload.reset();
+           return Status::Ok();
+         }
          KV_ASSIGN_OR_RETURN(offload::OffloadConfig c, offload::OffloadConfigFromSize(v));
          k.engine.offload = c;
          return Status::Ok();

@@ -89,11 +89,21 @@ std::optional<SimulatedTiers::Kind> SimulatedTiers::Locate(const offload::BlockK
 void SimulatedTiers::StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> loads) {
   std::array<double, 3> bytes{};
   std::array<int64_t, 3> blocks{};
+  // Tokens per tier, as offload::TieredKvConnector reports them: loads come ordered by table
+  // index, then group; each index counts block_size tokens for the slowest tier it read from.
+  std::vector<int64_t> tokens(3, 0);
+  const int64_t block_size = kv_->config().block_size;
+  int slowest = 0;
   size_t n = 0;
   for (; n < loads.size(); ++n) {
     const offload::BlockKey key{loads[n].hash, loads[n].group};
     const std::optional<Kind> tier = Locate(key);
     if (!tier) break;
+    if (n > 0 && loads[n].index != loads[n - 1].index) {
+      tokens[static_cast<size_t>(slowest)] += block_size;
+      slowest = 0;
+    }
+    slowest = std::max(slowest, static_cast<int>(*tier));
     const int64_t size = BlockBytes(key.group);
     bytes[*tier] += static_cast<double>(size);
     ++blocks[*tier];
@@ -111,16 +121,17 @@ void SimulatedTiers::StartLoad(kv::RequestId id, std::vector<kv::BlockLoad> load
   for (int t = 0; t < 3; ++t) {
     if (blocks[t] > 0) seconds += speed_[t].latency + bytes[t] / speed_[t].bandwidth;
   }
+  if (n > 0) tokens[static_cast<size_t>(slowest)] += block_size;
   const double start = std::max(now_, read_free_at_);
   read_free_at_ = start + seconds;
-  pending_.push_back({id, n, read_free_at_});
+  pending_.push_back({id, n, read_free_at_, std::move(tokens)});
 }
 
 std::vector<kv::FinishedLoad> SimulatedTiers::PollLoads(std::chrono::milliseconds) {
   std::vector<kv::FinishedLoad> done;
   std::erase_if(pending_, [&](const Pending& p) {
     if (p.done > now_) return false;
-    done.push_back({p.id, p.num_blocks});
+    done.push_back({p.id, p.num_blocks, p.tokens_per_tier});
     return true;
   });
   return done;

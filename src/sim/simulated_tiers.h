@@ -71,6 +71,7 @@ class SimulatedTiers final : public kv::KvConnector {
     kv::RequestId id = 0;
     size_t num_blocks = 0;
     double done = 0;
+    std::vector<int64_t> tokens_per_tier;  // as kv::FinishedLoad's
   };
   struct KeyTier {  // the file tier or Redis: a set of keys
     bool enabled = false;

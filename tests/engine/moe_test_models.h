@@ -37,4 +37,17 @@ inline std::string Deepseek2Path() {
   return path;
 }
 
+// qwen3moe tiny: GQA (2 KV heads x 48 dims, q/k norms) over 4 layers, each a mixture of 8
+// experts with 2 per token (normalised).
+inline std::string Qwen3MoePath() {
+  static const std::string path = WriteTinyModel("qwen3moe", "tiny");
+  return path;
+}
+
+// qwen2moe tiny: q/k/v biases, 8 experts with 4 per token plus a sigmoid-gated shared expert.
+inline std::string Qwen2MoePath() {
+  static const std::string path = WriteTinyModel("qwen2moe", "tiny");
+  return path;
+}
+
 }  // namespace kvserve::engine::testing

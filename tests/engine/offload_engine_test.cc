@@ -1,9 +1,9 @@
 // The offload tiers through the real engine, on stories260K (skipped when absent) and on the
-// small kvserve-v41 hybrid model (sliding-window + compressed-latent groups) and deepseek2 tiny
-// (MLA latents, MoE): a prompt pushed out of a small device pool comes back from the CPU tier, and
-// from the file tier after a restart (a new engine over the same directory), with tokens and
-// logprobs bit-identical to the cold run; a corrupted block file is detected and recomputed, never
-// served.
+// small kvserve-v41 hybrid model (sliding-window + compressed-latent groups), deepseek2 tiny
+// (MLA latents, MoE) and qwen3moe tiny (GQA, MoE): a prompt pushed out of a small device pool
+// comes back from the CPU tier, and from the file tier after a restart (a new engine over the
+// same directory), with tokens and logprobs bit-identical to the cold run; a corrupted block file
+// is detected and recomputed, never served.
 #include <gtest/gtest.h>
 
 #include <filesystem>
@@ -40,6 +40,8 @@ const ModelCase kStories{"stories260K", &StoriesPath, 16, 10 * 16 * 1280, 144, 1
 const ModelCase kV41{"v41", &testing::SmallModelPath, 4, 40 << 10, 128, 61, 128};
 // deepseek2 tiny: one 96-value F32 latent row per token per layer, 3 layers = 1152 B/token.
 const ModelCase kDeepseek2{"deepseek2", &testing::Deepseek2Path, 16, 10 * 16 * 1152, 144, 100, 512};
+// qwen3moe tiny: F32 K and V of 2 heads x 48 dims over 4 layers = 3072 B/token.
+const ModelCase kQwen3Moe{"qwen3moe", &testing::Qwen3MoePath, 16, 10 * 16 * 3072, 144, 100, 1024};
 
 class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
  protected:
@@ -213,7 +215,8 @@ TEST_P(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
   EXPECT_EQ(after.tokens.size(), 8u);
 }
 
-INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest, ::testing::Values(kStories, kV41, kDeepseek2),
+INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest,
+                         ::testing::Values(kStories, kV41, kDeepseek2, kQwen3Moe),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -136,5 +136,48 @@ TEST(DenseConfigTest, MissingPiecesAreClearErrors) {
   ExpectError(yarn, "yarn");
 }
 
+// The qwen mixtures of experts: llama.cpp's routing rules per architecture, its defaults for
+// the expert widths, and clear errors for bad expert metadata or a shape-only file.
+TEST(DenseConfigTest, QwenMixturesOfExperts) {
+  Result<ModelConfig> q2 = ReadModelConfig(*testing::ParseWriter(Preset("qwen2moe")));
+  ASSERT_TRUE(q2.ok()) << q2.status().ToString();
+  ASSERT_TRUE(q2->moe.has_value());
+  EXPECT_TRUE(q2->qkv_bias);
+  EXPECT_EQ(q2->moe->num_experts, 8);
+  EXPECT_EQ(q2->moe->top_k, 4);
+  EXPECT_EQ(q2->moe->shared_ffn_dim, 128);
+  EXPECT_TRUE(q2->moe->shared_gate);
+  EXPECT_FALSE(q2->moe->norm_topk);
+  Result<ModelConfig> q3 = ReadModelConfig(*testing::ParseWriter(Preset("qwen3moe")));
+  ASSERT_TRUE(q3.ok()) << q3.status().ToString();
+  ASSERT_TRUE(q3->moe.has_value());
+  EXPECT_TRUE(q3->qk_norm);
+  EXPECT_EQ(q3->moe->shared_ffn_dim, 0);
+  EXPECT_TRUE(q3->moe->norm_topk);  // llama.cpp's qwen3moe graph, whatever the metadata
+
+  // Without the width keys: experts feed_forward_length / experts used, shared expert
+  // feed_forward_length (llama.cpp's loaders).
+  std::shared_ptr<const gguf::GgufFile> file = testing::ParseWriter(Preset("qwen2moe"));
+  gguf::GgufWriter w;
+  for (const auto& [key, value] : file->metadata()) {
+    if (key != "qwen2moe.expert_feed_forward_length" &&
+        key != "qwen2moe.expert_shared_feed_forward_length") {
+      w.Set(key, value);
+    }
+  }
+  Result<ModelConfig> defaults = ReadModelHyperparameters(*testing::ParseWriter(w));
+  ASSERT_TRUE(defaults.ok()) << defaults.status().ToString();
+  EXPECT_EQ(defaults->moe->expert_ffn_dim, 384 / 4);
+  EXPECT_EQ(defaults->moe->shared_ffn_dim, 384);
+
+  gguf::GgufWriter too_many = Preset("qwen3moe");
+  too_many.Set("qwen3moe.expert_used_count", gguf::Value::U32(9));
+  ExpectError(too_many, "expert_used_count 9");
+  ExpectError(Without("qwen2moe", "blk.2.ffn_gate_inp_shexp.weight"),
+              "blk.2.ffn_gate_inp_shexp.weight");
+  ExpectError(Without("qwen3moe", "blk.1.ffn_down_exps.weight"), "blk.1.ffn_down_exps.weight");
+  ExpectError(Preset("qwen3moe", "qwen3-30b-a3b"), "shape-only");
+}
+
 }  // namespace
 }  // namespace kvserve::model

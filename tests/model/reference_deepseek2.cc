@@ -6,6 +6,7 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "reference_moe.h"
 
 namespace kvserve::model_test {
 namespace {
@@ -160,54 +161,28 @@ ReferenceDeepseek2::Vec ReferenceDeepseek2::Attention(int64_t l, const Vec& n) {
   return MatVec(Layer(l, "attn_output.weight"), att, dim_);
 }
 
-ReferenceDeepseek2::Vec ReferenceDeepseek2::Ffn(const float* gate, const float* up,
-                                                const float* down, int64_t ffn,
-                                                const Vec& n) const {
-  Vec g = MatVec(gate, n, ffn), u = MatVec(up, n, ffn);
-  for (int64_t i = 0; i < ffn; ++i) g[i] = g[i] / (1 + std::exp(-g[i])) * u[i];
-  return MatVec(down, g, dim_);
-}
-
 ReferenceDeepseek2::Vec ReferenceDeepseek2::Moe(int64_t l, const Vec& n) const {
-  Vec logits = MatVec(Layer(l, "ffn_gate_inp.weight"), n, experts_);
-  Vec probs(experts_);
-  if (gating_ == 2) {
-    for (int64_t e = 0; e < experts_; ++e) probs[e] = 1 / (1 + std::exp(-logits[e]));
-  } else {
-    const double mx = *std::max_element(logits.begin(), logits.end());
-    double sum = 0;
-    for (int64_t e = 0; e < experts_; ++e) sum += (probs[e] = std::exp(logits[e] - mx));
-    for (double& p : probs) p /= sum;
-  }
-  Vec select = probs;
+  ReferenceMoeLayer m;
+  m.dim = dim_;
+  m.experts = experts_;
+  m.top_k = top_k_;
+  m.expert_ffn = expert_ffn_;
+  m.shared_ffn = shared_ffn_;
+  m.sigmoid = gating_ == 2;
+  m.norm_topk = norm_topk_;
+  m.weights_scale = weights_scale_;
+  m.router = Layer(l, "ffn_gate_inp.weight");
   const std::string bias_name = "blk." + std::to_string(l) + ".exp_probs_b.bias";
-  if (file_->FindTensor(bias_name) != nullptr) {
-    for (int64_t e = 0; e < experts_; ++e) select[e] += Tensor(bias_name)[e];
-  }
-  std::vector<int64_t> order(experts_);
-  std::iota(order.begin(), order.end(), 0);
-  std::stable_sort(order.begin(), order.end(),
-                   [&](int64_t a, int64_t b) { return select[a] > select[b]; });
-  double wsum = 0;
-  for (int64_t k = 0; k < top_k_; ++k) wsum += probs[order[k]];
-  Vec y(dim_, 0.0);
-  const int64_t f = expert_ffn_;
-  for (int64_t k = 0; k < top_k_; ++k) {  // each chosen expert on its own
-    const int64_t e = order[k];
-    double w = probs[e];
-    if (norm_topk_) w /= wsum;
-    if (weights_scale_ != 0) w *= weights_scale_;
-    Vec out = Ffn(Layer(l, "ffn_gate_exps.weight") + e * f * dim_,
-                  Layer(l, "ffn_up_exps.weight") + e * f * dim_,
-                  Layer(l, "ffn_down_exps.weight") + e * f * dim_, f, n);
-    for (int64_t d = 0; d < dim_; ++d) y[d] += w * out[d];
-  }
+  if (file_->FindTensor(bias_name) != nullptr) m.selection_bias = Tensor(bias_name);
+  m.gate_exps = Layer(l, "ffn_gate_exps.weight");
+  m.up_exps = Layer(l, "ffn_up_exps.weight");
+  m.down_exps = Layer(l, "ffn_down_exps.weight");
   if (shared_ffn_ > 0) {
-    Vec s = Ffn(Layer(l, "ffn_gate_shexp.weight"), Layer(l, "ffn_up_shexp.weight"),
-                Layer(l, "ffn_down_shexp.weight"), shared_ffn_, n);
-    for (int64_t d = 0; d < dim_; ++d) y[d] += s[d];
+    m.gate_shexp = Layer(l, "ffn_gate_shexp.weight");
+    m.up_shexp = Layer(l, "ffn_up_shexp.weight");
+    m.down_shexp = Layer(l, "ffn_down_shexp.weight");
   }
-  return y;
+  return ReferenceMoe(m, n);
 }
 
 std::vector<double> ReferenceDeepseek2::Step(int32_t token) {
@@ -217,8 +192,8 @@ std::vector<double> ReferenceDeepseek2::Step(int32_t token) {
     Vec a = Attention(l, Norm(Layer(l, "attn_norm.weight"), x));
     for (int64_t d = 0; d < dim_; ++d) x[d] += a[d];
     Vec n = Norm(Layer(l, "ffn_norm.weight"), x);
-    Vec f = l < dense_ ? Ffn(Layer(l, "ffn_gate.weight"), Layer(l, "ffn_up.weight"),
-                             Layer(l, "ffn_down.weight"), ffn_, n)
+    Vec f = l < dense_ ? ReferenceSwiglu(Layer(l, "ffn_gate.weight"), Layer(l, "ffn_up.weight"),
+                                         Layer(l, "ffn_down.weight"), ffn_, dim_, n)
                        : Moe(l, n);
     for (int64_t d = 0; d < dim_; ++d) x[d] += f[d];
   }

@@ -34,7 +34,6 @@ class ReferenceDeepseek2 {
   Vec Norm(const float* weight, const Vec& in) const;
   void Rope(double* x, int64_t pos) const;  // rope_dim values, adjacent pairs, YaRN angles
   Vec Attention(int64_t l, const Vec& n);
-  Vec Ffn(const float* gate, const float* up, const float* down, int64_t ffn, const Vec& n) const;
   Vec Moe(int64_t l, const Vec& n) const;
 
   const gguf::GgufFile* file_ = nullptr;

@@ -58,6 +58,21 @@ Status ReferenceDense::ReadShape(const gguf::GgufFile& file, int64_t max_context
   } else if (arch_ == "gemma3") {
     KV_ASSIGN_OR_RETURN(window, file.GetInt("gemma3.attention.sliding_window"));
   }
+  if (arch_ == "qwen2moe" || arch_ == "qwen3moe") {  // llama.cpp's qwen MoE graphs
+    ReferenceMoeLayer& m = moe_shape_;
+    m.dim = dim_;
+    KV_ASSIGN_OR_RETURN(m.experts, file.GetInt(a + "expert_count"));
+    KV_ASSIGN_OR_RETURN(m.top_k, file.GetInt(a + "expert_used_count"));
+    KV_ASSIGN_OR_RETURN(m.expert_ffn,
+                        file.GetIntOr(a + "expert_feed_forward_length", ffn_ / m.top_k));
+    // qwen2moe: one shared expert gated by a sigmoid, weights not normalised; qwen3moe: no
+    // shared expert, top-k weights normalised to sum 1.
+    if (arch_ == "qwen2moe") {
+      KV_ASSIGN_OR_RETURN(m.shared_ffn,
+                          file.GetIntOr(a + "expert_shared_feed_forward_length", ffn_));
+    }
+    m.norm_topk = arch_ == "qwen3moe";
+  }
   layers_.resize(layers_n_);
   for (int64_t l = 0; l < layers_n_; ++l) {
     Layer& L = layers_[l];
@@ -98,6 +113,21 @@ Status ReferenceDense::BindLayer(const gguf::GgufFile& file, int64_t l) {
   KV_ASSIGN_OR_RETURN(L.bo, F32Tensor(file, p + "attn_output.bias", false));
   KV_ASSIGN_OR_RETURN(L.attn_post_norm, F32Tensor(file, p + "post_attention_norm.weight", false));
   KV_ASSIGN_OR_RETURN(L.ffn_norm, F32Tensor(file, p + "ffn_norm.weight"));
+  if (moe_shape_.experts > 0) {
+    ReferenceMoeLayer& m = L.moe;
+    m = moe_shape_;
+    KV_ASSIGN_OR_RETURN(m.router, F32Tensor(file, p + "ffn_gate_inp.weight"));
+    KV_ASSIGN_OR_RETURN(m.gate_exps, F32Tensor(file, p + "ffn_gate_exps.weight"));
+    KV_ASSIGN_OR_RETURN(m.up_exps, F32Tensor(file, p + "ffn_up_exps.weight"));
+    KV_ASSIGN_OR_RETURN(m.down_exps, F32Tensor(file, p + "ffn_down_exps.weight"));
+    if (m.shared_ffn > 0) {
+      KV_ASSIGN_OR_RETURN(m.shared_gate, F32Tensor(file, p + "ffn_gate_inp_shexp.weight"));
+      KV_ASSIGN_OR_RETURN(m.gate_shexp, F32Tensor(file, p + "ffn_gate_shexp.weight"));
+      KV_ASSIGN_OR_RETURN(m.up_shexp, F32Tensor(file, p + "ffn_up_shexp.weight"));
+      KV_ASSIGN_OR_RETURN(m.down_shexp, F32Tensor(file, p + "ffn_down_shexp.weight"));
+    }
+    return Status::Ok();
+  }
   KV_ASSIGN_OR_RETURN(L.w_gate, F32Tensor(file, p + "ffn_gate.weight", false));  // null: fused
   KV_ASSIGN_OR_RETURN(L.w_up, F32Tensor(file, p + "ffn_up.weight"));
   KV_ASSIGN_OR_RETURN(L.w_down, F32Tensor(file, p + "ffn_down.weight"));
@@ -191,6 +221,10 @@ void ReferenceDense::Attention(int64_t layer, const std::vector<double>& q,
 
 void ReferenceDense::Ffn(const Layer& L, const std::vector<double>& xn,
                          std::vector<double>& out) const {
+  if (L.moe.experts > 0) {
+    out = ReferenceMoe(L.moe, xn);
+    return;
+  }
   std::vector<double> gate, up;
   if (L.w_gate != nullptr) {
     MatVec(L.w_gate, xn, ffn_, gate);

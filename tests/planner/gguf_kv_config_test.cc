@@ -9,8 +9,8 @@
 #include "core/units.h"
 #include "kv/config.h"
 #include "model/config.h"
-#include "model/dense_random.h"
 #include "model/deepseek2_random.h"
+#include "model/dense_random.h"
 #include "model/kv_layout.h"
 #include "model/v41_random_model.h"
 #include "planner/gguf_model.h"
@@ -181,6 +181,45 @@ TEST(GgufKvConfig, DeepseekV3ShapeGgufMatchesThePreset) {
   EXPECT_EQ(cb->bytes_per_token, 70272.0);
   EXPECT_EQ(ca->num_tokens, cb->num_tokens);
   EXPECT_EQ(ca->num_tokens, 589696);
+}
+
+// The Qwen3-30B-A3B shape as a qwen3moe GGUF (make-model --arch qwen3moe --preset
+// qwen3-30b-a3b, metadata only) plans the KV of the hand-written preset (BF16: 2 x 48 layers x
+// 4 KV heads x 128 dims x 2 B = 98304 B per token; at TP 4 one KV head per rank), and
+// MakeModelKvLayout (what serve allocates for the file) is the planner's TP-1 config.
+TEST(GgufKvConfig, Qwen3MoeShapeGgufMatchesThePreset) {
+  const std::string path =
+      (fs::temp_directory_path() / ("kvserve_q3moe_" + std::to_string(getpid()) + ".gguf"))
+          .string();
+  Result<model::DenseSpec> spec = model::FindDensePreset("qwen3moe", "qwen3-30b-a3b");
+  ASSERT_TRUE(spec.ok());
+  ASSERT_TRUE(model::DenseRandomWriter(*spec, model::RandomWeights{})->Write(path).ok());
+  Result<ModelDesc> gguf = LoadGgufModel(path);
+  auto file = gguf::GgufFile::Open(path);
+  fs::remove(path);
+  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
+  ASSERT_TRUE(file.ok());
+  Result<ModelDesc> preset = LoadModelPreset("qwen3-30b-a3b");
+  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
+  model::KvLayoutOptions options{"bf16", 16, 40960, 8192};
+  Result<model::ModelKvLayout> served = model::MakeModelKvLayout(**file, options);
+  ASSERT_TRUE(served.ok()) << served.status().ToString();
+  Result<kv::KvCacheConfig> tp1 = PlanKvConfig(*gguf, 1, 16, 40960, 8192, "bf16");
+  ASSERT_TRUE(tp1.ok()) << tp1.status().ToString();
+  ExpectSameConfig(*tp1, served->config);
+  const uint64_t pool = uint64_t{40} << 30;
+  for (int tp : {1, 4}) {
+    SCOPED_TRACE(tp);
+    Result<kv::KvCacheConfig> a = PlanKvConfig(*gguf, tp, 16, 40960, 8192, "bf16");
+    Result<kv::KvCacheConfig> b = PlanKvConfig(*preset, tp, 16, 40960, 8192, "auto");
+    ASSERT_TRUE(a.ok() && b.ok());
+    ExpectSameConfig(*a, *b);
+    Result<kv::KvCapacity> ca = kv::ComputeCapacity(*a, pool);
+    Result<kv::KvCapacity> cb = kv::ComputeCapacity(*b, pool);
+    ASSERT_TRUE(ca.ok() && cb.ok());
+    EXPECT_EQ(ca->bytes_per_token, 98304.0 / tp);
+    EXPECT_EQ(ca->num_tokens, cb->num_tokens);
+  }
 }
 
 TEST(GgufKvConfig, Stories260KDtypeAndTp) {

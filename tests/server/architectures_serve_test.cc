@@ -68,6 +68,8 @@ std::vector<Case> Cases() {
        "<s><|system|>\nYou are terse.<|end|>\n<|user|>\nHello there<|end|>\n<|assistant|>\n"},
       {"gemma2_tiny", "--arch gemma2 --preset tiny", kGemma},
       {"gemma3_tiny", "--arch gemma3 --preset tiny", kGemma},
+      {"qwen2moe_tiny", "--arch qwen2moe --preset tiny", kChatMl},
+      {"qwen3moe_tiny", "--arch qwen3moe --preset tiny", kChatMl},
       {"qwen3_0_6b", "--arch qwen3 --preset qwen3-0.6b --type q4_0", kChatMl, true},
       {"gemma3_1b", "--arch gemma3 --preset gemma3-1b --type q4_0", kGemma, true},
   };

@@ -188,6 +188,11 @@ TEST(Simulator, BadSetupsAreClearErrors) {
   EXPECT_FALSE(SetKnob(k, "colour", "1").ok());
   ASSERT_TRUE(SetKnob(k, "max-num-batched-tokens", "8192").ok());
   EXPECT_EQ(k.engine.max_num_batched_tokens, 8192);
+  ASSERT_TRUE(SetKnob(k, "kv-offloading-size", "2").ok());  // GiB, as --kv-offloading-size
+  EXPECT_EQ(k.engine.offload->cpu_bytes_to_use, 2ull << 30);
+  ASSERT_TRUE(SetKnob(k, "kv-offloading-size", "0").ok());  // a sweep's baseline: no tier
+  EXPECT_FALSE(k.engine.offload.has_value());
+  EXPECT_FALSE(SetKnob(k, "kv-offloading-size", "-1").ok());
   // A request longer than max-model-len is rejected, the others run.
   k = Llama8bOnH200();
   k.engine.max_model_len = 310;
