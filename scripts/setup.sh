@@ -10,9 +10,9 @@ packages=(
   clang libclang-rt-dev  # libFuzzer targets (fuzz/)
 )
 # The openai npm client test (tests/server/openai_client) needs node and npm; the dashboard's
-# browser test (tests/server/dashboard_browser) needs Debian's chromium too.
+# browser test (tests/server/dashboard_browser) needs Debian's chromium and firefox-esr too.
 command -v npm >/dev/null 2>&1 || packages+=(nodejs npm)
-packages+=(chromium)
+packages+=(chromium firefox-esr)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -55,6 +55,7 @@ void AddKvDashboardRoutes(http::Router& router, KvDashboard& dashboard,
              }));
   auto page = [d](const Request& req) { return ToHttp(d->Page(FromHttp(req))); };
   router.Add("GET", "/dashboard", Router::kInline, page);
+  router.Add("GET", "/dashboard/", Router::kInline, page);
   router.Add("GET", "/dashboard/*", Router::kInline, page);
 }
 

@@ -12,8 +12,8 @@ namespace kvserve::server {
 class KvDashboard;
 
 // GET /v1/kv/state, /v1/kv/block, /v1/kv/events (each wrapped by `protect`: the API key), and
-// GET /dashboard, /dashboard/<file> (the page asks for the key itself). `dashboard` must
-// outlive the router's use.
+// GET /dashboard, /dashboard/, /dashboard/<file> (the page asks for the key itself).
+// `dashboard` must outlive the router's use.
 void AddKvDashboardRoutes(http::Router& router, KvDashboard& dashboard,
                           const std::function<http::Handler(http::Handler)>& protect);
 
