@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstring>
@@ -219,12 +220,14 @@ Status AddWeights(const DenseSpec& s, RandomTensorWriter& t) {
 
 // ---- presets ----
 
-constexpr std::array<std::string_view, 3> kLlamaPresets = {"tiny", "110m", "llama3-tiny"};
-constexpr std::array<std::string_view, 1> kTinyOnly = {"tiny"};
-constexpr std::array<std::string_view, 2> kQwen3Presets = {"tiny", "qwen3-0.6b"};
-constexpr std::array<std::string_view, 2> kGemma3Presets = {"tiny", "gemma3-1b"};
+constexpr std::array<std::string_view, 5> kLlamaPresets = {"tiny", "tiny-256", "110m",
+                                                           "llama3-tiny", "llama3-tiny-256"};
+constexpr std::array<std::string_view, 2> kTinyOnly = {"tiny", "tiny-256"};
+constexpr std::array<std::string_view, 3> kQwen3Presets = {"tiny", "tiny-256", "qwen3-0.6b"};
+constexpr std::array<std::string_view, 3> kGemma3Presets = {"tiny", "tiny-256", "gemma3-1b"};
 constexpr std::array<std::string_view, 2> kQwen2MoePresets = {"tiny", "small"};
 constexpr std::array<std::string_view, 3> kQwen3MoePresets = {"tiny", "small", "qwen3-30b-a3b"};
+constexpr std::string_view kWideSuffix = "-256";
 
 // The shape fields of a spec; head_dim 0 = dim / heads (no attention.key_length written).
 DenseSpec Shape(std::string_view arch, std::string_view name, int64_t dim, int64_t layers,
@@ -372,6 +375,22 @@ std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view pre
   return s;
 }
 
+// "<tiny preset>-256": the same model 256 wide (dim 256, FFN 512, heads of 256 / heads when the
+// preset sets a head size, the rotary share of a head kept), so every matrix row holds whole
+// 256-value blocks and the K-quant types apply where the tiny presets' 128-value rows send them
+// to llama.cpp's fallbacks (model/quant_mix.h).
+std::optional<DenseSpec> Wide(std::optional<DenseSpec> s, std::string_view name) {
+  if (!s) return s;
+  const int64_t old_head_dim = s->HeadDim();
+  s->name = std::string(name);
+  s->dim = 256;
+  s->ffn_dim = 512;
+  if (s->head_dim) s->head_dim = s->dim / s->num_heads;
+  if (s->rope_dim) s->rope_dim = *s->rope_dim * s->HeadDim() / old_head_dim;
+  if (s->arch == "gemma2" || s->arch == "gemma3") s->embedding_std = GemmaEmbeddingStd(s->dim);
+  return s;
+}
+
 }  // namespace
 
 int64_t DenseSpec::NumParams() const {
@@ -395,8 +414,16 @@ std::span<const std::string_view> DensePresets(std::string_view arch) {
 }
 
 Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset) {
-  const std::optional<DenseSpec> spec =
-      arch == "llama" ? LlamaPreset(preset) : OtherPreset(arch, preset);
+  auto find = [arch](std::string_view name) {
+    return arch == "llama" ? LlamaPreset(name) : OtherPreset(arch, name);
+  };
+  std::optional<DenseSpec> spec = find(preset);
+  const std::span<const std::string_view> presets = DensePresets(arch);
+  const bool listed = std::find(presets.begin(), presets.end(), preset) != presets.end();
+  if (!spec && listed && preset.ends_with(kWideSuffix)) {
+    const std::string_view base = preset.substr(0, preset.size() - kWideSuffix.size());
+    if (base == "tiny" || base == "llama3-tiny") spec = Wide(find(base), preset);
+  }
   if (!spec) {
     return InvalidArgument(fmt::format("unknown {} preset '{}' ({})", arch, preset,
                                        fmt::join(DensePresets(arch), ", ")));

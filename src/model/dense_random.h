@@ -72,9 +72,10 @@ struct DenseSpec {
 // The presets of `arch` (make-model --preset names), in a fixed order; empty for other names.
 std::span<const std::string_view> DensePresets(std::string_view arch);
 // A preset of `arch`; InvalidArgument naming the presets otherwise. Every architecture has
-// "tiny" (~1M parameters, outputs that vary); llama has "110m" (llama2.c's stories110M shape)
-// and "llama3-tiny" (BPE vocabulary, Llama 3 rope scaling, GQA 4:1); qwen3 has
-// "qwen3-0.6b" and gemma3 "gemma3-1b" (the published shapes, 151,936 and 262,144 tokens);
+// "tiny" (~1M parameters, outputs that vary); the dense ones also "tiny-256" (the same 256
+// wide, so K-quants apply to every matrix); llama has "110m" (llama2.c's stories110M shape),
+// "llama3-tiny" (BPE vocabulary, Llama 3 rope scaling, GQA 4:1) and "llama3-tiny-256"; qwen3
+// has "qwen3-0.6b" and gemma3 "gemma3-1b" (the published shapes, 151,936 and 262,144 tokens);
 // qwen2moe and qwen3moe have "small" (~0.5-1B parameters, every row a multiple of 256 values,
 // for speed work) and qwen3moe "qwen3-30b-a3b" (the published shape, metadata only).
 Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset);

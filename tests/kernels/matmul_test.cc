@@ -14,6 +14,7 @@
 #define HWY_WANT_AVX3_DL
 #endif
 #include "hwy/targets.h"
+#include "kernels/cpu/matmul_portable.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -221,6 +222,32 @@ TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
     }
     hwy::SetSupportedTargetsForTest(0);
     hwy::SupportedTargets();
+  }
+}
+
+// Batches on a CPU with AMX run the AMX int8 tiles; they give the bits of the portable scheme
+// and of the AVX-512 VNNI tiles (AMX switched off), for partial row tiles and odd token groups.
+TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
+  uint32_t seed = 1300;
+  for (DType dtype : kAllTypes) {
+    if (!IsQuant(dtype)) continue;
+    for (int64_t n : {16, 33, 70}) {
+      const int64_t rows = 45, cols = IsK(dtype) ? 768 : 416;
+      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n));
+      TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+      std::vector<float> x = RandomActivations(n, cols, ++seed);
+      std::vector<float> want(static_cast<size_t>(n * rows));
+      MatMulPortable(w.matrix, x.data(), n, want.data());
+      std::vector<float> amx = RunMatMul(w.matrix, x, n, 2);
+      internal::SetAmxForTest(false);
+      std::vector<float> vnni = RunMatMul(w.matrix, x, n, 2);
+      internal::SetAmxForTest(true);
+      for (size_t i = 0; i < want.size(); ++i) {
+        ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
+        ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i;
+      }
+    }
   }
 }
 

@@ -69,5 +69,38 @@ TEST(QuantizeActivationTest, SimdEqualsPortableOnSpecialValues) {
   }
 }
 
+// The same for the Q8_K activations of the K formats (codes, scales and code sums), ties of the
+// largest magnitude included (the first one sets the sign).
+TEST(QuantizeActivationTest, Q8KSimdEqualsPortableOnSpecialValues) {
+  std::mt19937 rng(12);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 3e38f,
+                            -3e38f,        1e-40f,         -1e-40f,  0.0f,      -0.0f,
+                            0.5f,          -0.5f,          1.5f,     -2.5f,     126.5f};
+  for (int trial = 0; trial < 300; ++trial) {
+    std::vector<float> x(512);
+    for (float& v : x) v = normal(rng) * (trial % 3 == 0 ? 1e-30f : 1.0f);
+    if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 256, 0.0f);
+    if (trial % 7 == 2) std::fill(x.begin() + 256, x.end(), std::nanf(""));
+    for (int i = 0; i < trial % 6; ++i) x[rng() % x.size()] = specials[rng() % std::size(specials)];
+    if (trial % 4 == 3) {  // a tie of the largest magnitude with opposite signs
+      x[300] = -9.0f;
+      x[301] = 9.0f;
+    }
+    if (trial % 2 == 0) x[256] = 127.0f;  // iscale -1: the +-0.5 specials are ties
+    std::vector<int8_t> q(512), want_q(512);
+    std::vector<float> d(2), want_d(2);
+    std::vector<int16_t> sums(32), want_sums(32);
+    QuantizeActivationRowQ8K(x.data(), 512, q.data(), d.data(), sums.data());
+    internal::QuantizeActivationRowQ8KPortable(x.data(), 512, want_q.data(), want_d.data(),
+                                               want_sums.data());
+    ASSERT_EQ(q, want_q) << "trial " << trial;
+    ASSERT_EQ(sums, want_sums) << "trial " << trial;
+    for (int b = 0; b < 2; ++b) {
+      ASSERT_EQ(std::memcmp(&d[b], &want_d[b], 4), 0) << "trial " << trial << " block " << b;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvserve::kernels

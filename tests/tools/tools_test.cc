@@ -366,6 +366,32 @@ TEST_F(ToolsTest, InspectRejectsBadFiles) {
   EXPECT_NE(r.output.find("missing.gguf"), std::string::npos) << r.output;
 }
 
+// A BPE vocabulary whose tokenizer.ggml.pre kvserve does not know is refused when the model
+// loads, naming the pre-tokenizer (llama.cpp refuses it too), and nothing is served or
+// generated. The file is make-model's llama3-tiny with "llama-bpe" renamed in place.
+TEST_F(ToolsTest, UnknownPreTokenizerIsAClearError) {
+  const std::string path = (dir_ / "llama3.gguf").string();
+  RunResult made = RunKvserve("make-model --preset llama3-tiny --type q8_0 -o " + path);
+  ASSERT_EQ(made.exit_code, 0) << made.output;
+  std::string bytes = ReadBytes(path);
+  const size_t key = bytes.find("tokenizer.ggml.pre");
+  ASSERT_NE(key, std::string::npos);
+  const size_t value = bytes.find("llama-bpe", key);
+  ASSERT_NE(value, std::string::npos);
+  bytes.replace(value, 9, "llama-xyz");  // same length: the layout is unchanged
+  const std::string patched = (dir_ / "unknown_pre.gguf").string();
+  std::ofstream(patched, std::ios::binary) << bytes;
+  for (const std::string& args :
+       {"generate " + patched + " -p hello -n 2", "serve " + patched + " --port 0"}) {
+    SCOPED_TRACE(args);
+    RunResult r = RunKvserve(args);
+    EXPECT_EQ(r.exit_code, 1) << r.output;
+    EXPECT_NE(r.output.find("unknown BPE pre-tokenizer tokenizer.ggml.pre = 'llama-xyz'"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
 // `generate --json` prints each token's logprob (the sampler computes it only when asked):
 // real, negative log-probabilities, and top_logprobs only with --logprobs.
 TEST(GenerateTest, JsonLinesCarryLogprobs) {

@@ -56,6 +56,17 @@ void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* d) {
 #endif
 }
 
+// QuantizeActivationRowQ8K (matmul.h) for this target.
+void QuantizeRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  for (int64_t b = 0; b < cols / 256; ++b) {
+    X86QuantizeBlockQ8K(x + 256 * b, q + 256 * b, d + b, sums + 16 * b);
+  }
+#else
+  internal::QuantizeActivationRowQ8KPortable(x, cols, q, d, sums);
+#endif
+}
+
 // Batches of at least this many tokens use the token-interleaved tiles (and MatMul prepares
 // internal::TokenGroups for them); 0: this target has none.
 int64_t TokenGroupMinTokens() {

@@ -14,6 +14,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#if defined(__x86_64__) && defined(__linux__)
+#include <cpuid.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+#endif
 
 #include "core/check.h"
 #include "kernels/cpu/matmul_portable.h"
@@ -23,6 +31,7 @@ namespace kvserve::kernels {
 HWY_EXPORT(MatMulRows);
 HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
+HWY_EXPORT(QuantizeRowQ8K);
 HWY_EXPORT(TokenGroupMinTokens);
 
 namespace {
@@ -33,6 +42,26 @@ constexpr int64_t kRowGrain = 16;
 constexpr int64_t kChunksPerThread = 8;
 // Below this many tokens the calling thread quantizes the activations alone.
 constexpr int64_t kParallelQuantizeTokens = 8;
+// Batches of at least this many tokens use the AMX tiles where AmxUsable().
+constexpr int64_t kAmxMinTokens = 16;
+
+std::atomic<bool> amx_disabled_for_test{false};
+
+// CPUID leaf 7 EDX: AMX-TILE (bit 24) and AMX-INT8 (bit 25); then Linux's permission for the
+// tile data state (arch_prctl ARCH_REQ_XCOMP_PERM, XFEATURE_XTILEDATA = 18), process-wide.
+bool MachineHasAmx() {
+#if defined(__x86_64__) && defined(__linux__)
+  unsigned a = 0, b = 0, c = 0, d = 0;
+  if (__get_cpuid_count(7, 0, &a, &b, &c, &d) == 0) return false;
+  if ((d & (1u << 24)) == 0 || (d & (1u << 25)) == 0) return false;
+  constexpr long kArchReqXcompPerm = 0x1023, kXfeatureXtiledata = 18;
+  if (syscall(SYS_arch_prctl, kArchReqXcompPerm, kXfeatureXtiledata) != 0) return false;
+  const char* env = std::getenv("KVSERVE_MATMUL_AMX");
+  return env == nullptr || std::strcmp(env, "0") != 0;
+#else
+  return false;
+#endif
+}
 
 // Everything a ParallelFor body needs, passed by one pointer so std::function stays in its
 // small-object buffer (no allocation per call).
@@ -46,6 +75,7 @@ struct MatMulArgs {
   int16_t* sums;
   uint8_t* staging;              // token groups, or nullptr when the target reads none
   internal::TokenGroups groups;
+  bool amx = false;              // QuantActivations::amx
   int64_t chunk = 0;             // rows per claim
   std::atomic<int64_t> next{0};  // first unclaimed row
 };
@@ -93,6 +123,15 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
 
 namespace internal {
 
+bool AmxUsable() {
+  static const bool machine = MachineHasAmx();
+  return machine && !amx_disabled_for_test.load(std::memory_order_relaxed);
+}
+
+void SetAmxForTest(bool enabled) {
+  amx_disabled_for_test.store(!enabled, std::memory_order_relaxed);
+}
+
 void QuantizeActivationRowPortable(const float* x, int64_t cols, int8_t* q, float* d) {
   CHECK_EQ(cols % 32, 0);
   for (int64_t b = 0; b < cols / 32; ++b) {
@@ -119,6 +158,11 @@ void QuantizeActivationRow(const float* x, int64_t cols, int8_t* q, float* d) {
   HWY_DYNAMIC_DISPATCH(QuantizeRow)(x, cols, q, d);
 }
 
+void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums) {
+  CHECK_EQ(cols % 256, 0);
+  HWY_DYNAMIC_DISPATCH(QuantizeRowQ8K)(x, cols, q, d, sums);
+}
+
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatMulScratch& scratch) {
   if (n == 0 || w.rows == 0) return;
@@ -139,6 +183,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
     if (min_tokens > 0 && n >= min_tokens) {
       args.staging = scratch.staging();
       args.groups = {w.cols, internal::ActivationBlock(w.dtype), (n + 15) / 16};
+      args.amx = n >= kAmxMinTokens && internal::AmxUsable();
       pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
                        [a = &args](size_t begin, size_t end, int) {
                          internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
@@ -156,7 +201,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
                                        (threads * kChunksPerThread) / kRowGrain * kRowGrain);
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
-    const internal::QuantActivations act{a->qx, a->dx, a->sums, a->staging};
+    const internal::QuantActivations act{a->qx, a->dx, a->sums, a->staging, a->amx};
     for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
       HWY_DYNAMIC_DISPATCH(MatMulRows)
       (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));
@@ -177,8 +222,9 @@ void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) 
   std::vector<int16_t> sums(static_cast<size_t>(n * (cols / 16)));
   for (int64_t t = 0; t < n; ++t) {
     if (block == 256) {
-      QuantizeActivationRowQ8K(x + t * cols, cols, q.data() + t * cols, d.data() + t * (cols / 256),
-                               sums.data() + t * (cols / 16));
+      internal::QuantizeActivationRowQ8KPortable(x + t * cols, cols, q.data() + t * cols,
+                                                 d.data() + t * (cols / 256),
+                                                 sums.data() + t * (cols / 16));
     } else {
       internal::QuantizeActivationRowPortable(x + t * cols, cols, q.data() + t * cols,
                                               d.data() + t * (cols / 32));
@@ -205,7 +251,10 @@ bool MatMulSupports(tensor::DType t) {
 }
 
 std::string_view MatMulTargetName() {
-  return HWY_DYNAMIC_DISPATCH(MatMulTarget)();
+  const std::string_view target = HWY_DYNAMIC_DISPATCH(MatMulTarget)();
+  // The AVX3_DL kernels run integer batches on AMX tiles where the machine has them.
+  if (target == "AVX3_DL" && internal::AmxUsable()) return "AVX3_DL+AMX";
+  return target;
 }
 
 }  // namespace kvserve::kernels

@@ -39,6 +39,11 @@
 //     M_0 = sum_j m_j * (sum of the 32 activations); y = fma(dmin_1 dx_1, M_1, fma(d_1 dx_1, I_1,
 //     fma(dmin_0 dx_0, M_0, fma(d_0 dx_0, I_0, +0)))), with dmin = -(the file's f16 dmin).
 //
+// Batches (n >= 16) of integer formats on a CPU with AMX int8 (Sapphire Rapids and later; Linux
+// grants the tile state per process) run AMX tiles (kernels/cpu/matmul_x86_amx-inl.h); the
+// environment variable KVSERVE_MATMUL_AMX=0 turns them off (for comparisons), and
+// MatMulTargetName() says "AVX3_DL+AMX" when they are on.
+//
 // Thread safety: MatMul may be called from one thread at a time per scratch object; it uses
 // the pool's workers. No allocation per call once each pool thread has run one call of the
 // largest shape (kernels keep a per-thread decode buffer).

@@ -139,8 +139,11 @@ void FillTokenGroups(const QuantActivations& act, const TokenGroups& layout, int
     for (int j = 0; j < 16; ++j) {
       const int64_t t = 16 * g + j;
       const bool valid = t < n;
+      // 4 codes at a time (a 32-bit copy): token j's codes c .. c + 3 go to [c / 4][j].
       for (int64_t c4 = 0; c4 < cols / 4; ++c4) {
-        for (int k = 0; k < 4; ++k) q[(c4 * 16 + j) * 4 + k] = valid ? act.q[t * cols + 4 * c4 + k] : 0;
+        uint32_t four = 0;
+        if (valid) std::memcpy(&four, act.q + t * cols + 4 * c4, 4);
+        std::memcpy(q + (c4 * 16 + j) * 4, &four, 4);
       }
       for (int64_t b = 0; b < blocks; ++b) d[b * 16 + j] = valid ? act.d[t * blocks + b] : 0.0f;
       for (int64_t k = 0; k < cols / 16; ++k) {
@@ -161,7 +164,8 @@ int NearestEven(float v) {
 
 }  // namespace
 
-void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* sums) {
+void internal::QuantizeActivationRowQ8KPortable(const float* x, int64_t cols, int8_t* q, float* d,
+                                                int16_t* sums) {
   CHECK_EQ(cols % 256, 0);
   for (int64_t b = 0; b < cols / 256; ++b) {
     const float* xb = x + 256 * b;

@@ -28,7 +28,16 @@ struct QuantActivations {
   const int16_t* sums = nullptr;
   // Token-interleaved copy (nullptr when the target does not use one; see TokenGroups).
   const uint8_t* staging = nullptr;
+  // The AVX3_DL target may use AMX tiles (AmxUsable() and staging prepared; other targets
+  // ignore it).
+  bool amx = false;
 };
+
+// Whether this CPU and OS run AMX int8 tiles (CPUID, and the kernel granted this process the
+// tile data state), unless KVSERVE_MATMUL_AMX=0 or SetAmxForTest(false). Thread-safe.
+bool AmxUsable();
+// Tests: false makes AmxUsable() false from now on; true restores what the machine offers.
+void SetAmxForTest(bool enabled);
 
 // The token-interleaved activation copy the AVX-512 VNNI tiles read: tokens in groups of 16
 // (group g = tokens 16 g .. 16 g + 15, missing tokens zero), per group three arrays:
@@ -66,6 +75,10 @@ void PortableRows(const WeightMatrix& w, const float* x, const QuantActivations&
 
 // QuantizeActivationRow in portable scalar code (the non-AVX-512 targets use it).
 void QuantizeActivationRowPortable(const float* x, int64_t cols, int8_t* q, float* d);
+
+// QuantizeActivationRowQ8K in portable scalar code (the non-AVX-512 targets and the oracle).
+void QuantizeActivationRowQ8KPortable(const float* x, int64_t cols, int8_t* q, float* d,
+                                      int16_t* sums);
 
 // sums[k] = sum of q[16 k .. 16 k + 15], k < cols / 16.
 void SumActivationCodes(const int8_t* q, int64_t cols, int16_t* sums);

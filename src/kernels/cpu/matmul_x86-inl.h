@@ -172,6 +172,50 @@ HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
                      _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
   }
 }
+
+// One block of 256 activations quantized to Q8_K as QuantizeActivationRowQ8K (matmul.h) does:
+// max = the first value of largest magnitude (max_ps(|x|, acc) skips NaN as the scalar `>`
+// does), iscale = -127 / max, codes = clamp(round-half-even(iscale x)) with NaN -> 0 (|iscale x|
+// <= 127, where roundscale equals ggml's 1.5 * 2^23 trick; an infinite iscale x gives -127 as
+// that trick does), d = 1 / iscale, and the code sums of each 16.
+HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t* sums) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
+  __m512 m = _mm512_setzero_ps();
+  for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + i), abs_mask), m);
+  const float amax = _mm512_reduce_max_ps(m);
+  if (amax == 0.0f) {
+    *d = 0.0f;
+    std::memset(q, 0, 256);
+    std::memset(sums, 0, 16 * sizeof(int16_t));
+    return;
+  }
+  float max = 0.0f;
+  const __m512 vamax = _mm512_set1_ps(amax);
+  for (int i = 0; i < 256; i += 16) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_and_ps(_mm512_loadu_ps(x + i), abs_mask), vamax, _CMP_EQ_OQ);
+    if (hit != 0) {
+      max = x[i + __builtin_ctz(hit)];
+      break;
+    }
+  }
+  const float iscale = -127.0f / max;
+  const __m512 vscale = _mm512_set1_ps(iscale);
+  const __m512 lo = _mm512_set1_ps(-127.0f);
+  const __m512 hi = _mm512_set1_ps(127.0f);
+  for (int i = 0; i < 256; i += 16) {
+    const __m512 v = _mm512_mul_ps(vscale, _mm512_loadu_ps(x + i));
+    const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+    const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi));
+    // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
+    const __mmask16 inf = _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+    c = _mm512_mask_mov_ps(c, inf, lo);
+    const __m512i codes = _mm512_cvttps_epi32(c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(codes));
+    sums[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(codes));
+  }
+  *d = 1.0f / iscale;
+}
 #endif
 
 // Calls Tile<kType, R, t_count> for t_count in 1..kMaxT.

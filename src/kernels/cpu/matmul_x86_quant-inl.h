@@ -457,17 +457,21 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/cpu/matmul_x86_vnni-inl.h"
+#include "kernels/cpu/matmul_x86_amx-inl.h"
 #endif
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of n: decode kQuantRowTile rows at a
 // time (a short last tile computes the missing rows from stale data and discards them), then
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
-// kQuantTokenTile tokens at a time.
+// kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
   constexpr int kR = kQuantRowTile, kT = kQuantTokenTile;
   constexpr int64_t kBlock = QuantTraits<kType>::kBlock;
+#if HWY_TARGET == HWY_AVX3_DL
+  if (act.amx) return AmxRows<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
+#endif
   const int64_t cols = w.cols;
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
   const DecodedRows dec = DecodeBuffer(kR, cols);
