@@ -55,7 +55,7 @@ TEST(DashboardBrowserTest, LivePageMatchesStateAndMetricsUnderLoad) {
       " KVSERVE_API_KEY=dash-k3y KVSERVE_BINARY='" + KVSERVE_BINARY_DIR +
       "/tools/kvserve' KVSERVE_SCREENSHOT_DIR='" + shots +
       "' KVSERVE_BENCH_ARGS='--num-prompts 32 --concurrency 8 --input-len 96 --output-len 128 "
-      "--shared-prefix-len 48' timeout 240 node --test --test-concurrency=1 2>&1";
+      "--shared-prefix-len 48' timeout 420 node --test --test-concurrency=1 2>&1";
   const int status = std::system(command.c_str());
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "node --test failed";
   EXPECT_EQ(server.Stop(30), 0) << server.Log();

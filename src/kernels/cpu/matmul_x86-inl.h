@@ -265,7 +265,9 @@ HWY_INLINE int64_t ChunkTokens(const WeightMatrix& w) {
 void X86Rows(const WeightMatrix& w, const float* x, const internal::QuantActivations& act,
              int64_t n, float* y, int64_t row_begin, int64_t row_end) {
   using tensor::DType;
-  const int64_t chunk = ChunkTokens(w);
+  // AMX tiles decode and split each 16-row tile once per chunk, which costs more than the
+  // activations' L2 residency saves: one chunk of all tokens.
+  const int64_t chunk = act.amx ? n : ChunkTokens(w);
   for (int64_t t0 = 0; t0 < n; t0 += chunk) {
     const int64_t t1 = std::min(n, t0 + chunk);
     switch (w.dtype) {
