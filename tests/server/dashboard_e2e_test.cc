@@ -35,32 +35,16 @@ std::string EventsRequest(const std::string& auth) {
   return "GET /v1/kv/events HTTP/1.1\r\nHost: x\r\n" + auth + "\r\n";
 }
 
-class DashboardE2eTest : public ::testing::Test {
+class DashboardE2eTest : public SharedServerTest<DashboardE2eTest> {
+ public:
+  static std::vector<std::string> ServerFlags() {
+    return {"--served-model-name", "stories", "--api-key", kKey};
+  }
+
  protected:
-  static void SetUpTestSuite() {
-    const std::string model = TestModelPath();
-    if (model.empty()) return;
-    server_ = new ServerProcess();
-    if (!server_->Start(model, {"--served-model-name", "stories", "--api-key", kKey}, 60)) {
-      start_error_ = server_->error();
-    }
-  }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "needs " << KVSERVE_SHARED_DIR << "/models/stories260K.gguf";
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
-  int port() const { return server_->port(); }
   static httplib::Headers Auth() { return {{"Authorization", std::string("Bearer ") + kKey}}; }
 
-  static ServerProcess* server_;
-  static std::string start_error_;
 };
-ServerProcess* DashboardE2eTest::server_ = nullptr;
-std::string DashboardE2eTest::start_error_;
 
 TEST_F(DashboardE2eTest, PageAndFilesAreServedUnderAStrictPolicy) {
   for (const char* path : {"/dashboard", "/dashboard/", "/dashboard/index.html"}) {

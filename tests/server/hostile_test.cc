@@ -46,32 +46,21 @@ double Seconds(Clock::time_point since) {
   return std::chrono::duration<double>(Clock::now() - since).count();
 }
 
-class HostileTest : public ::testing::Test {
+class HostileTest : public SharedServerTest<HostileTest> {
+ public:
+  static std::vector<std::string> ServerFlags() {
+    return {"--served-model-name", "stories", "--max-num-seqs", "16", "--max-waiting-requests",
+            "16", "--http-header-timeout", "1", "--http-body-timeout", "2"};
+  }
+
  protected:
   static void SetUpTestSuite() {
     rlimit limit{};  // thousands of client sockets
     getrlimit(RLIMIT_NOFILE, &limit);
     limit.rlim_cur = limit.rlim_max;
     setrlimit(RLIMIT_NOFILE, &limit);
-    const std::string model = TestModelPath();
-    if (model.empty()) return;
-    server_ = new ServerProcess();
-    if (!server_->Start(model, {"--served-model-name", "stories", "--max-num-seqs", "16",
-                                "--max-waiting-requests", "16", "--http-header-timeout", "1",
-                                "--http-body-timeout", "2"},
-                        60)) {
-      start_error_ = server_->error();
-    }
+    SharedServerTest::SetUpTestSuite();
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "needs " << KVSERVE_SHARED_DIR << "/models/stories260K.gguf";
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
-  int port() const { return server_->port(); }
 
   // GET /health on a fresh connection: its latency in seconds, or 99 when it failed.
   double HealthSeconds() {
@@ -88,11 +77,7 @@ class HostileTest : public ::testing::Test {
     EXPECT_EQ(r.status, 200) << r.raw;
   }
 
-  static ServerProcess* server_;
-  static std::string start_error_;
 };
-ServerProcess* HostileTest::server_ = nullptr;
-std::string HostileTest::start_error_;
 
 // 1. A gzip bomb: compressed bodies are refused at the head (415), never inflated.
 TEST_F(HostileTest, CompressedBodyIsRefusedNotInflated) {

@@ -11,26 +11,13 @@ namespace {
 
 using json = nlohmann::json;
 
-class ServerE2eTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() {
-    const std::string model = TestModelPath();
-    if (model.empty()) return;
-    server_ = new ServerProcess();
-    if (!server_->Start(model, {"--served-model-name", "stories", "--max-num-seqs", "8"}, 60)) {
-      start_error_ = server_->error();
-    }
+class ServerE2eTest : public SharedServerTest<ServerE2eTest> {
+ public:
+  static std::vector<std::string> ServerFlags() {
+    return {"--served-model-name", "stories", "--max-num-seqs", "8"};
   }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_) GTEST_SKIP() << "needs " << KVSERVE_SHARED_DIR << "/models/stories260K.gguf";
-    ASSERT_TRUE(start_error_.empty()) << start_error_;
-  }
-  int port() const { return server_->port(); }
 
+ protected:
   static json Completion(json extra) {
     json body = {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", 24},
                  {"temperature", 0}};
@@ -46,11 +33,7 @@ class ServerE2eTest : public ::testing::Test {
     EXPECT_EQ(r.body["error"]["code"], status);
   }
 
-  static ServerProcess* server_;
-  static std::string start_error_;
 };
-ServerProcess* ServerE2eTest::server_ = nullptr;
-std::string ServerE2eTest::start_error_;
 
 TEST_F(ServerE2eTest, HealthModelsVersion) {
   EXPECT_EQ(Get(port(), "/health").status, 200);

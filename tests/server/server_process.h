@@ -3,6 +3,7 @@
 // a timeout). Its stdout and stderr go to a log file that failures print.
 #pragma once
 
+#include <gtest/gtest.h>
 #include <sys/types.h>
 
 #include <string>
@@ -38,5 +39,31 @@ class ServerProcess {
 int FreePort();
 // The model the tests use: ../shared/models/stories260K.gguf, or "" when absent.
 std::string TestModelPath();
+
+// A suite whose tests share one server on stories260K, started once with Derived::ServerFlags()
+// (a static function returning the flags after the model). Tests skip when ../shared is absent
+// and fail when the server did not start; port() is where it listens.
+template <typename Derived>
+class SharedServerTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    const std::string model = TestModelPath();
+    if (model.empty()) return;
+    server_ = new ServerProcess();
+    if (!server_->Start(model, Derived::ServerFlags(), 60)) start_error_ = server_->error();
+  }
+  static void TearDownTestSuite() {
+    delete server_;
+    server_ = nullptr;
+  }
+  void SetUp() override {
+    if (!server_) GTEST_SKIP() << "needs " << KVSERVE_SHARED_DIR << "/models/stories260K.gguf";
+    ASSERT_TRUE(start_error_.empty()) << start_error_;
+  }
+  int port() const { return server_->port(); }
+
+  inline static ServerProcess* server_ = nullptr;
+  inline static std::string start_error_;
+};
 
 }  // namespace kvserve::server::testing
