@@ -43,7 +43,6 @@ class DashboardE2eTest : public SharedServerTest<DashboardE2eTest> {
 
  protected:
   static httplib::Headers Auth() { return {{"Authorization", std::string("Bearer ") + kKey}}; }
-
 };
 
 TEST_F(DashboardE2eTest, PageAndFilesAreServedUnderAStrictPolicy) {
@@ -109,9 +108,9 @@ TEST_F(DashboardE2eTest, StalledStreamsBlockNeitherTheEngineNorOtherStreams) {
   }
   RawConnection reader(port());
   ASSERT_TRUE(reader.Send(EventsRequest(auth)));
-  Reply done = Post(port(), "/v1/completions",
-                    {{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"ignore_eos", true}},
-                    Auth());
+  Reply done =
+      Post(port(), "/v1/completions",
+           {{"prompt", "Once upon a time"}, {"max_tokens", 32}, {"ignore_eos", true}}, Auth());
   EXPECT_EQ(done.status, 200) << done.raw;
   EXPECT_EQ(done.body["usage"]["completion_tokens"], 32) << done.raw;
   EXPECT_GE(CountEvents(reader.ReadAll(milliseconds(1600))), 4);

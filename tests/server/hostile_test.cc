@@ -49,8 +49,9 @@ double Seconds(Clock::time_point since) {
 class HostileTest : public SharedServerTest<HostileTest> {
  public:
   static std::vector<std::string> ServerFlags() {
-    return {"--served-model-name", "stories", "--max-num-seqs", "16", "--max-waiting-requests",
-            "16", "--http-header-timeout", "1", "--http-body-timeout", "2"};
+    return {"--served-model-name",    "stories", "--max-num-seqs",        "16",
+            "--max-waiting-requests", "16",      "--http-header-timeout", "1",
+            "--http-body-timeout",    "2"};
   }
 
  protected:
@@ -76,15 +77,16 @@ class HostileTest : public SharedServerTest<HostileTest> {
     Reply r = Post(port(), "/v1/completions", {{"prompt", "Once upon a time"}, {"max_tokens", 4}});
     EXPECT_EQ(r.status, 200) << r.raw;
   }
-
 };
 
 // 1. A gzip bomb: compressed bodies are refused at the head (415), never inflated.
 TEST_F(HostileTest, CompressedBodyIsRefusedNotInflated) {
   RawConnection c(port());
   const std::string body(4096, '\0');  // what follows the head is never read as a body
-  ASSERT_TRUE(c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
-                     "Content-Length: 4096\r\n\r\n" + body));
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Encoding: gzip\r\n"
+             "Content-Length: 4096\r\n\r\n" +
+             body));
   const std::string r = c.ReadResponse(milliseconds(5000));
   EXPECT_EQ(StatusOf(r), 415) << r;
   EXPECT_NE(BodyOf(r).find("\"code\":415"), std::string::npos) << r;
@@ -95,7 +97,8 @@ TEST_F(HostileTest, CompressedBodyIsRefusedNotInflated) {
 // 16 MiB, long before the 40 MB the client would send.
 TEST_F(HostileTest, ChunkedBodyOverTheLimitIs413) {
   RawConnection c(port());
-  ASSERT_TRUE(c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"));
   const std::string chunk = "100000\r\n" + std::string(1 << 20, 'a') + "\r\n";  // 1 MiB
   size_t sent_bytes = 0;  // when the answer arrived (socket buffers hold a few MiB more)
   for (int i = 0; i < 40 && !c.Readable(milliseconds(0)) && c.Send(chunk); ++i) {
@@ -132,7 +135,8 @@ TEST_F(HostileTest, SlowConnectionsDoNotStarveHealth) {
 // 4. The listen backlog is SOMAXCONN: 2,000 connections opened at once are all answered.
 TEST_F(HostileTest, ConnectionBurstIsAllAnswered) {
   const int n = EnvInt("KVSERVE_HOSTILE_CLIENTS", 2000);
-  std::vector<std::string> requests(n, "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  std::vector<std::string> requests(n,
+                                    "GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
   LoadOutcome out = RunClients(port(), requests, milliseconds(60000));
   EXPECT_EQ(out.num_connect_failures, 0);
   EXPECT_EQ(out.num_resets, 0);
@@ -183,16 +187,17 @@ TEST_F(HostileTest, HugePromptAndStopStringsAreRefusedBeforeWork) {
                       {{"prompt", std::string(15'000'000, 'a')}, {"max_tokens", 4}});
   EXPECT_EQ(prompt.status, 400) << prompt.raw.substr(0, 300);
   EXPECT_NE(prompt.raw.find("bytes long, over the limit"), std::string::npos) << prompt.raw;
-  Reply chat = Post(port(), "/v1/chat/completions",
-                    {{"messages", {{{"role", "user"}, {"content", std::string(15'000'000, 'a')}}}}});
+  Reply chat =
+      Post(port(), "/v1/chat/completions",
+           {{"messages", {{{"role", "user"}, {"content", std::string(15'000'000, 'a')}}}}});
   EXPECT_EQ(chat.status, 400) << chat.raw.substr(0, 300);
   json many = json::array();
   for (int i = 0; i < 100'000; ++i) many.push_back(std::string(140, 'a' + i % 26));
   Reply stops = Post(port(), "/v1/completions", {{"prompt", "Hi"}, {"stop", many}});
   EXPECT_EQ(stops.status, 400) << stops.raw.substr(0, 300);
   EXPECT_NE(stops.raw.find("'stop' has 100000 strings"), std::string::npos) << stops.raw;
-  Reply long_stop = Post(port(), "/v1/completions",
-                         {{"prompt", "Hi"}, {"stop", std::string(1'000'000, 'x')}});
+  Reply long_stop =
+      Post(port(), "/v1/completions", {{"prompt", "Hi"}, {"stop", std::string(1'000'000, 'x')}});
   EXPECT_EQ(long_stop.status, 400) << long_stop.raw.substr(0, 300);
   ExpectStillServing();
 }
@@ -209,7 +214,8 @@ TEST_F(HostileTest, AlignmentOneModelGeneratesLikeTheOriginal) {
   for (const gguf::TensorInfo& t : (*original)->tensors()) {
     ASSERT_TRUE(t.dtype.has_value());
     const auto* p = reinterpret_cast<const uint8_t*>(t.data);
-    ASSERT_TRUE(w.AddTensor(t.name, t.dims, *t.dtype, std::vector<uint8_t>(p, p + t.size_bytes)).ok());
+    ASSERT_TRUE(
+        w.AddTensor(t.name, t.dims, *t.dtype, std::vector<uint8_t>(p, p + t.size_bytes)).ok());
   }
   const std::string path = ::testing::TempDir() + "/stories_align1.gguf";
   ASSERT_TRUE(w.Write(path).ok());
@@ -236,10 +242,13 @@ TEST_F(HostileTest, SecondSigtermExitsAtOnce) {
       << s.error();
   // Work that takes a while with two sequences at a time, from a client that never reads.
   RawConnection c(s.port(), 4096);
-  ASSERT_TRUE(c.Send(PostRequest("/v1/completions",
-                                 json({{"prompt", "Once"}, {"max_tokens", 480}, {"n", 128},
-                                       {"ignore_eos", true}, {"stream", true}, {"logprobs", 5}})
-                                     .dump())));
+  ASSERT_TRUE(c.Send(PostRequest("/v1/completions", json({{"prompt", "Once"},
+                                                          {"max_tokens", 480},
+                                                          {"n", 128},
+                                                          {"ignore_eos", true},
+                                                          {"stream", true},
+                                                          {"logprobs", 5}})
+                                                        .dump())));
   std::this_thread::sleep_for(milliseconds(200));
   s.Terminate();
   std::this_thread::sleep_for(milliseconds(200));
@@ -268,8 +277,8 @@ TEST_F(HostileTest, SoakTwoThousandClients) {
   });
   std::vector<std::string> requests;
   for (int i = 0; i < num_clients; ++i) {
-    json body = {{"prompt", "Once upon a time"}, {"max_tokens", 16}, {"seed", i},
-                 {"stream", i % 4 == 0}};
+    json body = {
+        {"prompt", "Once upon a time"}, {"max_tokens", 16}, {"seed", i}, {"stream", i % 4 == 0}};
     requests.push_back(PostRequest("/v1/completions", body.dump()));
   }
   int num_ok = 0, num_busy = 0;
@@ -300,10 +309,13 @@ TEST_F(HostileTest, SoakTwoThousandClients) {
 // keeps serving everyone else (its 8 choices leave 8 of the 16 sequences free).
 TEST_F(HostileTest, SlowReaderIsDroppedAndNeverBlocksTheEngine) {
   RawConnection slow(port(), 4096);
-  ASSERT_TRUE(slow.Send(PostRequest(
-      "/v1/completions", json({{"prompt", "Once"}, {"max_tokens", 480}, {"n", 8},
-                               {"ignore_eos", true}, {"stream", true}, {"logprobs", 20}})
-                             .dump())));
+  ASSERT_TRUE(slow.Send(PostRequest("/v1/completions", json({{"prompt", "Once"},
+                                                             {"max_tokens", 480},
+                                                             {"n", 8},
+                                                             {"ignore_eos", true},
+                                                             {"stream", true},
+                                                             {"logprobs", 20}})
+                                                           .dump())));
   ExpectStillServing();
   ExpectStillServing();
   // Its requests end (dropped, or run to the end while nothing waits on the client)...

@@ -19,7 +19,9 @@ class ServerE2eTest : public SharedServerTest<ServerE2eTest> {
 
  protected:
   static json Completion(json extra) {
-    json body = {{"model", "stories"}, {"prompt", "Once upon a time"}, {"max_tokens", 24},
+    json body = {{"model", "stories"},
+                 {"prompt", "Once upon a time"},
+                 {"max_tokens", 24},
                  {"temperature", 0}};
     body.update(extra);
     return body;
@@ -32,7 +34,6 @@ class ServerE2eTest : public SharedServerTest<ServerE2eTest> {
     EXPECT_EQ(r.body["error"]["type"], type) << r.raw;
     EXPECT_EQ(r.body["error"]["code"], status);
   }
-
 };
 
 TEST_F(ServerE2eTest, HealthModelsVersion) {
@@ -71,9 +72,12 @@ TEST_F(ServerE2eTest, CompletionGreedyMatchesItsStream) {
 }
 
 TEST_F(ServerE2eTest, ChatNonStreamingAndStreaming) {
-  json body = {{"model", "stories"}, {"max_tokens", 16}, {"temperature", 0},
-               {"messages", {{{"role", "system"}, {"content", "Tell a story."}},
-                             {{"role", "user"}, {"content", "Once upon a time"}}}}};
+  json body = {{"model", "stories"},
+               {"max_tokens", 16},
+               {"temperature", 0},
+               {"messages",
+                {{{"role", "system"}, {"content", "Tell a story."}},
+                 {{"role", "user"}, {"content", "Once upon a time"}}}}};
   Reply r = Post(port(), "/v1/chat/completions", body);
   ASSERT_EQ(r.status, 200) << r.raw;
   EXPECT_EQ(r.body["object"], "chat.completion");
@@ -116,8 +120,8 @@ TEST_F(ServerE2eTest, StopStringAcrossTokenBoundary) {
   ASSERT_GT(b, 0u);
   const std::string stop = text.substr(b - 2, 4);
   const std::string expected = text.substr(0, text.find(stop));
-  json body = Completion({{"max_tokens", 40}, {"stop", {stop, "never-matches-xyz"}},
-                          {"ignore_eos", true}});
+  json body =
+      Completion({{"max_tokens", 40}, {"stop", {stop, "never-matches-xyz"}}, {"ignore_eos", true}});
   Reply r = Post(port(), "/v1/completions", body);
   ASSERT_EQ(r.status, 200);
   EXPECT_EQ(r.body["choices"][0]["text"], expected) << "stop '" << stop << "'";
@@ -129,9 +133,9 @@ TEST_F(ServerE2eTest, StopStringAcrossTokenBoundary) {
 }
 
 TEST_F(ServerE2eTest, NChoicesEchoAndLogprobs) {
-  Reply r = Post(port(), "/v1/completions",
-                 Completion({{"n", 2}, {"temperature", 1.0}, {"seed", 7}, {"echo", true},
-                             {"logprobs", 3}}));
+  Reply r = Post(
+      port(), "/v1/completions",
+      Completion({{"n", 2}, {"temperature", 1.0}, {"seed", 7}, {"echo", true}, {"logprobs", 3}}));
   ASSERT_EQ(r.status, 200) << r.raw;
   ASSERT_EQ(r.body["choices"].size(), 2u);
   for (int i = 0; i < 2; ++i) {
@@ -146,14 +150,16 @@ TEST_F(ServerE2eTest, NChoicesEchoAndLogprobs) {
   }
   EXPECT_EQ(r.body["usage"]["completion_tokens"], 48);
   // Seeded sampling is reproducible.
-  Reply again = Post(port(), "/v1/completions",
-                     Completion({{"n", 2}, {"temperature", 1.0}, {"seed", 7}, {"echo", true},
-                                 {"logprobs", 3}}));
+  Reply again = Post(
+      port(), "/v1/completions",
+      Completion({{"n", 2}, {"temperature", 1.0}, {"seed", 7}, {"echo", true}, {"logprobs", 3}}));
   EXPECT_EQ(again.body["choices"], r.body["choices"]);
 
   Reply chat = Post(port(), "/v1/chat/completions",
-                    {{"messages", {{{"role", "user"}, {"content", "Hi"}}}}, {"max_tokens", 5},
-                     {"logprobs", true}, {"top_logprobs", 2}});
+                    {{"messages", {{{"role", "user"}, {"content", "Hi"}}}},
+                     {"max_tokens", 5},
+                     {"logprobs", true},
+                     {"top_logprobs", 2}});
   ASSERT_EQ(chat.status, 200) << chat.raw;
   const json& content = chat.body["choices"][0]["logprobs"]["content"];
   ASSERT_FALSE(content.empty());
@@ -225,8 +231,9 @@ TEST_F(ServerE2eTest, MetricsExposeTheEngine) {
   }
   EXPECT_GE(*MetricValue(m.raw, "kvserve:generation_tokens_total"), 24);
   EXPECT_GE(*MetricValue(m.raw, "kvserve:e2e_request_latency_seconds_count"), 1);
-  EXPECT_NE(m.raw.find("kvserve:time_to_first_token_seconds_bucket{model_name=\"stories\",le=\"+Inf\"}"),
-            std::string::npos);
+  EXPECT_NE(
+      m.raw.find("kvserve:time_to_first_token_seconds_bucket{model_name=\"stories\",le=\"+Inf\"}"),
+      std::string::npos);
 }
 
 }  // namespace
