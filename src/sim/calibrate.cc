@@ -47,6 +47,14 @@ std::vector<std::pair<std::string, Shape>> Grid(bool quick) {
   prefill(1024, 3072);
   for (int64_t b : {1, 2, 4, 8, 16, 32, 64}) decode(b, 128);
   for (int64_t b : {1, 4, 16}) decode(b, 1024);
+  // KV footprints from within the caches to far past them (the footprint term's knee and
+  // slope): with the tiny preset's 2 KiB per token, 32 MiB (these two and 16 x @ 1024), 64 and
+  // 128 MiB. Shapes past the model's context length are skipped.
+  decode(64, 256);
+  decode(32, 512);
+  decode(64, 512);
+  decode(64, 1024);
+  decode(32, 2048);
   decode(1, 4095);
   decode(8, 2048);
   mixed(256, 16, 512);

@@ -13,10 +13,11 @@
 //      the time), but their pages are written once, so attention reads real memory rather
 //      than the kernel's zero page.
 //   2. Fit: the profile whose cost model (sim/cost_model.h) best predicts those times, by
-//      Nelder-Mead over the logs of eight rates (GEMM FLOP/s for the model's weight dtypes,
+//      Nelder-Mead over the logs of ten rates (GEMM FLOP/s for the model's weight dtypes,
 //      memory bandwidth, attention FLOP/s and KV bandwidth, sampling rate, overheads per step,
-//      sequence and token), minimising sum (log predicted - log measured)^2. Efficiencies are
-//      1: a calibrated "peak" is the achieved rate.
+//      sequence and token, and the KV footprint term: the KV bytes that stay cached between
+//      steps and the spill bandwidth beyond them), minimising sum (log predicted - log
+//      measured)^2. Efficiencies are 1: a calibrated "peak" is the achieved rate.
 //   3. Tiers: the real offload::OffloadManager loads blocks of the model's size from a CPU
 //      tier and from a file tier in a temporary directory (latency + bytes / bandwidth fitted
 //      from loads of 1 and 64 blocks), and times the synchronous copy of evicted blocks into
