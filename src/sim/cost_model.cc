@@ -127,7 +127,8 @@ double SharedKvBytes(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
   const auto& l = std::get<kv::CompressedLatent>(spec);
   const int64_t entries = b / l.compress_ratio;
   if (entries == 0) return 0;
-  const double fraction = static_cast<double>(shared / l.compress_ratio) / static_cast<double>(entries);
+  const double fraction =
+      static_cast<double>(shared / l.compress_ratio) / static_cast<double>(entries);
   return fraction * (AttentionWork(spec, heads, num_computed_tokens, num_new_tokens).bytes +
                      IndexerWork(spec, heads, num_computed_tokens, num_new_tokens).bytes);
 }

@@ -41,8 +41,8 @@ constexpr std::array<std::pair<double, double>, kParams> kBounds = {{
     {1e-7, 1.0},   // step overhead, s
     {1e-9, 1e-1},  // sequence overhead, s
     {1e-10, 1e-2}, // token overhead, s
-    {1e4, 1e10},   // KV bytes that stay in the caches between steps
-    {1e8, 1e14},   // KV spill bandwidth, bytes/s (the upper end: no measurable spill)
+    {1e4, 1e10},   // KV bytes that stay cached between steps
+    {1e8, 1e14},   // KV spill bandwidth, bytes/s (upper end: no spill)
 }};
 
 HardwareProfile FromLogs(const Point& logs, const ModelCompute& model, HardwareProfile h) {

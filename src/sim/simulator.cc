@@ -2,8 +2,8 @@
 
 #include <fmt/format.h>
 
-#include <chrono>
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <variant>
 
@@ -48,8 +48,8 @@ class Run {
   size_t done_ = 0;  // requests finished (or failed)
   std::vector<double> last_token_;  // per request: time of its latest token
   std::vector<SequenceWork> batch_;
-  int footprint_group_ = 0;            // the group whose blocks tell shared prefixes
-  std::vector<uint64_t> last_read_;    // per block id of that group: the step that read it
+  int footprint_group_ = 0;          // the group whose blocks tell shared prefixes
+  std::vector<uint64_t> last_read_;  // per block id of that group: the step that read it
   uint64_t step_number_ = 0;
   std::vector<scheduler::SampledToken> sampled_;
   SimResult result_;

@@ -212,8 +212,10 @@ TEST(CostModel, KvBeyondTheCachesCostsTheSpillRate) {
   const SequenceWork shared[] = {{99, 1, true, 0}, {99, 1, true, 64}};
   const SequenceWork apart[] = {{99, 1, true, 0}, {99, 1, true, 0}};
   EXPECT_DOUBLE_EQ(spill.Cost(shared).work[1].bytes, 25600.0);
-  EXPECT_DOUBLE_EQ(spill.Cost(shared).seconds_by[1], plain.Cost(shared).seconds_by[1] + 7408.0 / 1e9);
-  EXPECT_DOUBLE_EQ(spill.Cost(apart).seconds_by[1], plain.Cost(apart).seconds_by[1] + 15600.0 / 1e9);
+  EXPECT_DOUBLE_EQ(spill.Cost(shared).seconds_by[1],
+                   plain.Cost(shared).seconds_by[1] + 7408.0 / 1e9);
+  EXPECT_DOUBLE_EQ(spill.Cost(apart).seconds_by[1],
+                   plain.Cost(apart).seconds_by[1] + 15600.0 / 1e9);
 }
 
 TEST(CostModel, SharedKvBytesAreTheSharedRowsEachSpecReads) {
