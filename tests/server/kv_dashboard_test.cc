@@ -2,7 +2,7 @@
 // names what /metrics names, recent states stay reachable by sequence, block lookups name
 // their holders, the page is embedded under a strict CSP, and the event streams: every
 // reader gets the same events, a reader that stops reading is dropped while the others and
-// the engine carry on, and Stop ends every stream.
+// the engine carry on, many streams share the event budget, and Stop ends every stream.
 #include <gtest/gtest.h>
 
 #include <thread>
