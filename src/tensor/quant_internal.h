@@ -1,5 +1,6 @@
 // Helpers and per-format entry points shared by the quantizers of tensor/ (quant.cc,
-// quant_legacy.cc, quant_k.cc, quant_iq4.cc, quant_mxfp4.cc, quant_ints.cc). Internal to the tensor module.
+// quant_legacy.cc, quant_k.cc, quant_iq4.cc, quant_mxfp4.cc, quant_ints.cc). Internal to the
+// tensor module.
 //
 // The quantizers port ggml's reference algorithms operation by operation (the same f32
 // expressions in the same order; the module builds with -ffp-contract=off), so a file written

@@ -70,6 +70,9 @@ std::vector<Case> Cases() {
       {"gemma3_tiny", "--arch gemma3 --preset tiny", kGemma},
       {"qwen2moe_tiny", "--arch qwen2moe --preset tiny", kChatMl},
       {"qwen3moe_tiny", "--arch qwen3moe --preset tiny", kChatMl},
+      // gpt-oss tiny: ChatML over its byte-level BPE until the harmony template and the o200k
+      // pre-tokenizer are in.
+      {"gpt_oss_tiny", "--arch gpt-oss --preset tiny --type mxfp4_moe", kChatMl},
       {"qwen3_0_6b", "--arch qwen3 --preset qwen3-0.6b --type q4_0", kChatMl, true},
       {"gemma3_1b", "--arch gemma3 --preset gemma3-1b --type q4_0", kGemma, true},
   };
