@@ -167,7 +167,7 @@ void RegisterServe(CLI::App& app) {
                            : std::string();
       });
   cmd->add_option("--chat-template", f->chat_template,
-                  "chatml|llama2|llama3|mistral|deepseek|gemma|phi3 or a Jinja FILE");
+                  "chatml|llama2|llama3|mistral|deepseek|gemma|phi3|harmony or a Jinja FILE");
   cmd->add_option("--reasoning-parser", f->reasoning_parser, "deepseek: <think> -> "
                   "reasoning_content");
   cmd->add_option("--max-waiting-requests", f->server.max_waiting_requests,

@@ -33,8 +33,8 @@ ArchTensors TensorsOf(std::string_view arch) {
 }
 
 VocabFamily DefaultVocab(std::string_view arch) {
-  // gpt-oss: byte-level BPE until kvserve has the o200k ("gpt-4o") pre-tokenizer.
-  if (arch == "qwen2" || arch == "qwen2moe" || arch == "gpt-oss") return VocabFamily::kQwen2;
+  if (arch == "qwen2" || arch == "qwen2moe") return VocabFamily::kQwen2;
+  if (arch == "gpt-oss") return VocabFamily::kGptOss;
   if (arch == "qwen3" || arch == "qwen3moe") return VocabFamily::kQwen3;
   if (arch == "phi3") return VocabFamily::kPhi3;
   if (arch == "gemma2" || arch == "gemma3") return VocabFamily::kGemma;

@@ -129,11 +129,12 @@ DType FfnDownType(FileType f, DType t, int64_t i, int64_t n) {
 DType MixedType(FileType f, const QuantMixModel& m, Category category, int64_t row_len,
                 int64_t layer, bool experts) {
   const DType base = GetFileTypeInfo(f).base;
+  // MXFP4_MOE: the output (and a tied embedding) too is Q8_0.
+  if (f == FileType::kMXFP4_MOE) return experts ? DType::kMXFP4 : DType::kQ8_0;
   if (category == Category::kOutput || (!m.has_output && category == Category::kTokenEmbd)) {
     if (row_len % tensor::BlockElems(base) != 0) return DType::kQ8_0;
     return base != DType::kQ8_0 ? DType::kQ6_K : base;
   }
-  if (f == FileType::kMXFP4_MOE) return experts ? DType::kMXFP4 : DType::kQ8_0;
   switch (category) {
     case Category::kAttnV: return AttnVType(f, base, layer, m);
     case Category::kFfnDown: return FfnDownType(f, base, layer, m.num_layers);

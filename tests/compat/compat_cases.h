@@ -138,6 +138,7 @@ inline constexpr VocabCase kVocabCases[] = {
     {"gemma_spm", "make-model --arch gemma3 --preset tiny --type q4_0"},
     {"qwen3_0_6b_bpe", "make-model --arch qwen3 --preset qwen3-0.6b --type q4_0"},
     {"gemma3_1b_spm", "make-model --arch gemma3 --preset gemma3-1b --type q4_0"},
+    {"gpt_oss_o200k", "make-model --arch gpt-oss --preset tiny --type q4_0"},
     {"stories260K", "shared:models/stories260K.gguf"},
     {"llama_spm", "shared:tokenizers/ggml-vocab-llama-spm.gguf"},
     {"phi_3", "shared:tokenizers/ggml-vocab-phi-3.gguf"},
