@@ -1,9 +1,13 @@
 #!/usr/bin/env bash
-# The live dashboard's cost to decode throughput (docs/PERFORMANCE.md): one `kvserve serve` on a
-# model, then `kvserve bench serve` runs alternating without and with N open dashboard event
-# streams (GET /v1/kv/events, 4 events a second each), R pairs, interleaved (in ABBA order) so
-# that the machine's drift hits both sides alike. Prints each run's output token throughput and
-# TPOT, then the server's own CPU time for the N streams with the engine idle.
+# The live dashboard's cost to decode throughput (docs/PERFORMANCE.md). Two `kvserve serve` on
+# one model: one with the defaults (all event streams together get at most 200 events a second,
+# --dashboard-events-per-s), one with no bound (--dashboard-events-per-s 0: every stream 4 a
+# second). Then `kvserve bench serve` runs, R rounds, each round the three runs
+#   0 dashboards (default server) | N dashboards (default server) | N dashboards (unbounded)
+# in alternating order (ABC, CBA, ...) so that the machine's drift hits all alike; a dashboard
+# is one GET /v1/kv/events stream held open by the benchmark. Only one server has load at a
+# time. Prints each run's output token throughput, TPOT and events per stream, then each
+# server's own CPU time for N streams (read by curl) with its engine idle.
 # Usage: scripts/bench_dashboard_load.sh [MODEL] [N=200] [R=3] [PROMPTS=32] [OUTPUT_LEN=256]
 # (default MODEL: the 110m preset with random Q8_0 weights, written to /tmp by make-model)
 set -euo pipefail
@@ -11,43 +15,65 @@ cd "$(dirname "$0")/.."
 bin=build/tools/kvserve
 model=${1:-/tmp/kvserve_bench_110m_preset_q8_0.gguf}
 clients=${2:-200}
-pairs=${3:-3}
+rounds=${3:-3}
 prompts=${4:-32}
 output_len=${5:-256}
 [ -f "$model" ] || "$bin" make-model --preset 110m --type q8_0 -o "$model" > /dev/null
-log=$(mktemp)
-"$bin" serve "$model" --port 0 > "$log" 2>&1 &
-server=$!
-trap 'kill $server 2>/dev/null; wait $server 2>/dev/null; rm -f "$log"' EXIT
-for _ in $(seq 600); do
-  url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1 || true)
-  [ -n "$url" ] && curl -sf "$url/health" > /dev/null && break
-  sleep 0.1
+logs=() pids=() urls=()
+cleanup() {
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; wait "$p" 2>/dev/null || true; done
+  rm -f "${logs[@]}"
+}
+trap cleanup EXIT
+start_server() {  # extra serve flags; sets url
+  local log
+  log=$(mktemp)
+  logs+=("$log")
+  "$bin" serve "$model" --port 0 "$@" > "$log" 2>&1 &
+  pids+=($!)
+  url=
+  for _ in $(seq 600); do
+    url=$(grep -o 'http://[0-9.]*:[0-9]*' "$log" | head -1 || true)
+    [ -n "$url" ] && curl -sf "$url/health" > /dev/null && break
+    sleep 0.1
+  done
+  urls+=("$url")
+  echo "server $url ${*:-(defaults)}: $(grep -o 'KV cache: [0-9]* tokens' "$log")"
+}
+start_server
+start_server --dashboard-events-per-s 0
+echo "$(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"
+load=(--concurrency 8 --input-len 32 --output-len "$output_len")
+for u in "${urls[@]}"; do  # warm-up
+  "$bin" bench serve --base-url "$u" "${load[@]}" --num-prompts 8 > /dev/null 2>&1
 done
-echo "server: $url ($(grep -o 'KV cache: [0-9]* tokens' "$log"), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg))"
-load=(--base-url "$url" --concurrency 8 --input-len 32 --output-len "$output_len")
-"$bin" bench serve "${load[@]}" --num-prompts 8 > /dev/null 2>&1  # warm-up
 load+=(--num-prompts "$prompts")
-for i in $(seq "$pairs"); do
-  order=(0 "$clients")
-  (( i % 2 == 0 )) && order=("$clients" 0)  # ABBA: drift within a pair hits both sides alike
-  for n in "${order[@]}"; do
-    out=$("$bin" bench serve "${load[@]}" --dashboard-clients "$n" 2>/dev/null)
+names=("0 dashboards" "$clients dashboards" "$clients dashboards, unbounded")
+servers=(0 0 1)
+streams=(0 "$clients" "$clients")
+for i in $(seq "$rounds"); do
+  order=(0 1 2)
+  (( i % 2 == 0 )) && order=(2 1 0)
+  for k in "${order[@]}"; do
+    out=$("$bin" bench serve --base-url "${urls[${servers[$k]}]}" "${load[@]}" \
+      --dashboard-clients "${streams[$k]}" 2>/dev/null)
     tput=$(grep 'Output token throughput' <<< "$out" | awk '{print $NF}')
     tpot=$(grep '^TPOT' <<< "$out" | awk '{print $4}')
     events=$(grep -o '[0-9.]* events/s each' <<< "$out" || echo "-")
-    echo "pair $i, $n dashboards: output $tput tok/s, TPOT mean $tpot ms, $events"
+    echo "round $i, ${names[$k]}: output $tput tok/s, TPOT mean $tpot ms, $events," \
+      "load $(cut -d' ' -f1 /proc/loadavg)"
   done
 done
-# The server's own CPU for N streams with the engine idle (snapshots, encoding, writes): clock
-# ticks of the process over 10 s without streams, then over 10 s with N (read by curl).
-ticks() { awk '{print $14 + $15}' "/proc/$server/stat"; }
-a=$(ticks); sleep 10; b=$(ticks)
-readers=()
-for _ in $(seq "$clients"); do curl -sN "$url/v1/kv/events" > /dev/null & readers+=($!); done
-sleep 2; c=$(ticks); sleep 10; d=$(ticks)
-kill "${readers[@]}" 2>/dev/null || true
-wait "${readers[@]}" 2>/dev/null || true
+# Each server's own CPU for N streams with its engine idle (snapshots, encoding, writes): clock
+# ticks of the process over 10 s with N streams read by curl.
 hz=$(getconf CLK_TCK)
-echo "server CPU with the engine idle: $(( (b - a) * 1000 / hz / 10 )) ms/s without dashboards," \
-  "$(( (d - c) * 1000 / hz / 10 )) ms/s with $clients"
+for s in 0 1; do
+  ticks() { awk '{print $14 + $15}' "/proc/${pids[$s]}/stat"; }
+  readers=()
+  for _ in $(seq "$clients"); do curl -sN "${urls[$s]}/v1/kv/events" > /dev/null & readers+=($!); done
+  sleep 2; c=$(ticks); sleep 10; d=$(ticks)
+  kill "${readers[@]}" 2>/dev/null || true
+  wait "${readers[@]}" 2>/dev/null || true
+  echo "server CPU with the engine idle and $clients streams, ${names[$((s + 1))]}:" \
+    "$(( (d - c) * 1000 / hz / 10 )) ms/s"
+done

@@ -93,6 +93,8 @@ def calibration_section(work, threads):
         f"overheads {profile['step_overhead'] * 1e6:.1f} us per step, "
         f"{profile['sequence_overhead'] * 1e6:.2f} us per sequence, "
         f"{profile['token_overhead'] * 1e6:.2f} us per token",
+        f"KV footprint: {profile.get('cached_kv_bytes', 0) / 2**20:.1f} MiB cached between steps, "
+        f"{profile.get('kv_spill_bandwidth', 0) / 1e9:.1f} GB/s beyond",
         f"CPU tier {profile['cpu_tier']['bandwidth'] / 1e9:.2f} GB/s + "
         f"{profile['cpu_tier']['latency'] * 1e6:.1f} us",
         f"file tier {profile['file_tier']['bandwidth'] / 1e9:.2f} GB/s + "
@@ -136,10 +138,16 @@ def validation_section(work, threads):
             return (f"{fmt.format(meas)} / {fmt.format(corrected)} / {fmt.format(pred)} "
                     f"({err(pred, corrected):+.0f}%)")
 
-        times.append(
-            f"| {name} | {100 * share:.0f}% | {cell('req_s', 1, '{:.2f}', rate=True)} | "
-            f"{cell('ttft_p50', 1e3, '{:.0f}')} | {cell('tpot_p50', 1e3, '{:.2f}')} | "
-            f"{b['load'][0]:.1f}-{b['load'][1]:.1f} |")
+        if not name.startswith("sliding-"):  # sliding-*: another model, decisions only
+            misses = [label for label, key, rate, goal in (
+                ("throughput", "req_s", True, 10), ("TTFT", "ttft_p50", False, 15),
+                ("TPOT", "tpot_p50", False, 15))
+                if abs(err(s[key], b[key] / share if rate else b[key] * share)) > goal]
+            times.append(
+                f"| {name} | {100 * share:.0f}% | {cell('req_s', 1, '{:.2f}', rate=True)} | "
+                f"{cell('ttft_p50', 1e3, '{:.0f}')} | {cell('tpot_p50', 1e3, '{:.2f}')} | "
+                f"{'misses ' + ', '.join(misses) if misses else 'met'} | "
+                f"{b['load'][0]:.1f}-{b['load'][1]:.1f} |")
         decisions.append(
             f"| {name}: {what} | `{flags}` | {b['preemptions']} / {s['preemptions']} | "
             f"{100 * b['hit']:.2f}% / {100 * s['hit']:.2f}% | {b['steps']} / {s['steps']} |")
@@ -157,8 +165,8 @@ def validation_section(work, threads):
                 "|---|---|---|---|---|", *tier_rows]
     out += ["", "Times: measured / measured corrected for the CPU share / predicted (error of the "
             "prediction against the corrected measurement):", "",
-            "| workload | CPU share | throughput req/s | TTFT p50 ms | TPOT p50 ms | load |",
-            "|---|---|---|---|---|---|", *times]
+            "| workload | CPU share | throughput req/s | TTFT p50 ms | TPOT p50 ms | goal | load |",
+            "|---|---|---|---|---|---|---|", *times]
     return "\n".join(out)
 
 
@@ -216,8 +224,9 @@ def replace(doc, name, body):
 def main():
     work, doc_path, threads = sys.argv[1], sys.argv[2], sys.argv[3]
     doc = read(doc_path)
-    doc = replace(doc, "calibration", calibration_section(work, threads))
-    doc = replace(doc, "validation", validation_section(work, threads))
+    suffix = "" if threads == "1" else f"-threads-{threads}"
+    doc = replace(doc, "calibration" + suffix, calibration_section(work, threads))
+    doc = replace(doc, "validation" + suffix, validation_section(work, threads))
     doc = replace(doc, "seed", seed_section(work))
     with open(doc_path, "w") as f:
         f.write(doc)

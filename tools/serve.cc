@@ -176,6 +176,10 @@ void RegisterServe(CLI::App& app) {
   cmd->add_option("--http-threads", f->server.num_http_threads,
                   "threads that parse and tokenize requests (connections are event-driven)")
       ->capture_default_str();
+  cmd->add_option("--dashboard-events-per-s", f->server.dashboard_events_per_s,
+                  "live dashboard events a second, all /v1/kv/events streams together (each "
+                  "gets 4 a second until they would pass it; 0: no bound)")
+      ->check(CLI::NonNegativeNumber)->capture_default_str();
   cmd->add_option("--http-header-timeout", f->server.header_timeout_s,
                   "seconds a request head may take (408 after)")->capture_default_str();
   cmd->add_option("--http-body-timeout", f->server.body_timeout_s,

@@ -1,7 +1,6 @@
 #include "sampling/sampler.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -9,6 +8,7 @@
 
 #include "core/check.h"
 #include "sampling/rng.h"
+#include "sampling/sort_key.h"
 
 namespace kvserve::sampling {
 namespace {
@@ -17,41 +17,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // NaN sorts and sums as -inf.
 float Key(float logit) { return std::isnan(logit) ? kNegInf : logit; }
-
-// The fixed order of candidates ("MoreLikely"): logit descending, ties by token id ascending.
-// It is the ascending order of the sort words below.
-//
-// Sort key of a finite logit: ascending key = descending logit. -0 and +0 get the same key
-// (equal logits). Example: 2.0f -> ~(0x40000000 | 0x80000000).
-uint32_t DescendingKey(float logit) {
-  uint32_t u;
-  std::memcpy(&u, &logit, 4);
-  u = (u & 0x7FFFFFFFu) == 0 ? 0 : u;  // -0 -> +0
-  // Negative: flip every bit; positive: set the sign bit. Branch-free (signs are random).
-  const uint32_t flip = static_cast<uint32_t>(static_cast<int32_t>(u) >> 31) | 0x80000000u;
-  return ~(u ^ flip);
-}
-
-// Sorts (DescendingKey(logit) << 32 | token) words ascending, which is MoreLikely's order: a
-// larger logit has a smaller key, equal logits (+0 and -0 included) tie on the key and then
-// order by token. `keys` arrives in increasing token order, so an LSD radix sort on the 32 key
-// bits alone is exact: 11 + 11 + 10 bits per pass, histograms in `count` (filled by the
-// caller while building the keys); a pass whose digit is the same for every word is skipped.
-constexpr int kDigitShift[3] = {32, 43, 54};
-constexpr uint32_t kDigitMask[3] = {0x7FF, 0x7FF, 0x3FF};
-using DigitCounts = std::array<std::array<uint32_t, 2049>, 3>;
-
-void RadixSortKeys(std::vector<uint64_t>& keys, std::vector<uint64_t>& buffer, DigitCounts& count) {
-  const size_t n = keys.size();
-  buffer.resize(n);
-  for (int p = 0; p < 3; ++p) {
-    const uint32_t mask = kDigitMask[p];
-    if (count[p][((keys[0] >> kDigitShift[p]) & mask) + 1] == n) continue;  // one digit
-    for (uint32_t b = 0; b < mask + 1; ++b) count[p][b + 1] += count[p][b];
-    for (uint64_t k : keys) buffer[count[p][(k >> kDigitShift[p]) & mask]++] = k;
-    keys.swap(buffer);
-  }
-}
 
 // Index of the largest logit, ties to the lowest id; NaN never wins; 0 when all are -inf/NaN.
 // Two passes the compiler vectorizes: the largest value (16 independent lanes; a NaN never
@@ -81,7 +46,9 @@ Sampler::Sampler(int32_t vocab_size)
       logits_(vocab_size),
       token_counts_(vocab_size, 0),
       seen_(vocab_size, 0),
-      order_(vocab_size) {
+      order_(vocab_size),
+      bucket_(vocab_size),
+      exp_(vocab_size) {
   CHECK_GT(vocab_size, 0);
   touched_.reserve(vocab_size);
   candidates_.reserve(vocab_size);
@@ -127,23 +94,16 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
   for (float l : logits_) {
     if (std::isfinite(l) && l > max_logit) max_logit = l;
   }
-  // The survivors as sort words (see RadixSortKeys), straight from logits_: the candidates
+  // The survivors as sort words (sort_key.h), straight from logits_: the candidates
   // are built once, in order, after the sort.
   // min-p keeps p_i >= min_p * p_max, i.e. exp(l_i - l_max) >= min_p.
   const bool use_min_p = params.min_p > 0.0f;
   sort_keys_.clear();
-  // The radix histograms are only needed when every survivor is sorted (no top-k cut).
-  const bool full_sort = params.top_k <= 0 || params.top_k >= vocab_size_;
-  DigitCounts count{};
   for (int32_t i = 0; i < vocab_size_; ++i) {
     const float l = logits_[i];
     if (!std::isfinite(l)) continue;
     if (use_min_p && std::exp(static_cast<double>(l) - max_logit) < params.min_p) continue;
-    const uint64_t k = (static_cast<uint64_t>(DescendingKey(l)) << 32) | static_cast<uint32_t>(i);
-    sort_keys_.push_back(k);
-    if (full_sort) {
-      for (int p = 0; p < 3; ++p) ++count[p][((k >> kDigitShift[p]) & kDigitMask[p]) + 1];
-    }
+    sort_keys_.push_back(SortWord(l, i));
   }
   if (sort_keys_.empty()) {  // nothing finite: fall back to the argmax (+inf or token 0)
     const int32_t t = Argmax(logits_);
@@ -155,15 +115,23 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
     std::nth_element(sort_keys_.begin(), sort_keys_.begin() + k, sort_keys_.end());
     sort_keys_.resize(k);
     std::sort(sort_keys_.begin(), sort_keys_.end());
-  } else if (sort_keys_.size() < 512 || !full_sort) {
-    std::sort(sort_keys_.begin(), sort_keys_.end());
   } else {
-    RadixSortKeys(sort_keys_, sort_buffer_, count);
+    SortWords(sort_keys_, sort_buffer_);
   }
-  for (uint64_t key : sort_keys_) {
-    const auto token = static_cast<int32_t>(key & 0xFFFFFFFFu);
+  CandidatesFromKeys(sort_keys_.size());
+  NormaliseAndCut(params);
+}
+
+void Sampler::CandidatesFromKeys(size_t count) {
+  candidates_.clear();
+  for (size_t i = 0; i < count; ++i) {
+    const int32_t token = TokenOf(sort_keys_[i]);
     candidates_.push_back({token, logits_[token], 0.0});
   }
+}
+
+// Normalises candidates_ (sorted, not empty), then applies top-p.
+void Sampler::NormaliseAndCut(const SamplingParams& params) {
   Normalise(candidates_.size());
   if (params.top_p < 1.0f) {
     // Keep tokens while the mass before them is below top_p. Example: probs 0.5 0.3 0.2,
@@ -182,7 +150,8 @@ void Sampler::FilterAndSort(const SamplingParams& params) {
 }
 
 // Keeps the first `count` candidates and sets their probs to softmax of their logits, summed
-// in candidate order. note: candidates_ is sorted, so candidates_[0] holds the max logit.
+// in candidate order.
+// note: candidates_ is sorted, so candidates_[0] holds the max logit.
 void Sampler::Normalise(size_t count) {
   candidates_.resize(count);
   const double max_logit = candidates_[0].logit;
@@ -202,47 +171,69 @@ void Sampler::Normalise(size_t count) {
   prob_total_ = total;
 }
 
-std::span<const Candidate> Sampler::Distribution(std::span<const float> logits,
-                                                 const SamplingParams& params,
-                                                 const TokenHistory& history) {
+std::optional<Candidate> Sampler::ScaleLogits(std::span<const float> logits,
+                                              const SamplingParams& params,
+                                              const TokenHistory& history) {
   CHECK_EQ(static_cast<int64_t>(logits.size()), vocab_size_);
-  candidates_.clear();
   if (!params.HasPenalties()) {  // no working copy to penalise: read the logits directly
     if (params.IsGreedy()) {
       const int32_t t = Argmax(logits);
-      candidates_.push_back({t, logits[t], 1.0});
-      return candidates_;
+      return Candidate{t, logits[t], 1.0};
     }
     const float temperature = params.temperature;
     for (int32_t i = 0; i < vocab_size_; ++i) logits_[i] = logits[i] / temperature;
-  } else {
-    std::copy(logits.begin(), logits.end(), logits_.begin());
-    ApplyPenalties(logits_, params, history);
-    if (params.IsGreedy()) {
-      const int32_t t = Argmax(logits_);
-      candidates_.push_back({t, logits_[t], 1.0});
-      return candidates_;
-    }
-    for (float& l : logits_) l /= params.temperature;
+    return std::nullopt;
   }
-  FilterAndSort(params);
+  std::copy(logits.begin(), logits.end(), logits_.begin());
+  ApplyPenalties(logits_, params, history);
+  if (params.IsGreedy()) {
+    const int32_t t = Argmax(logits_);
+    return Candidate{t, logits_[t], 1.0};
+  }
+  for (float& l : logits_) l /= params.temperature;
+  return std::nullopt;
+}
+
+std::span<const Candidate> Sampler::Distribution(std::span<const float> logits,
+                                                 const SamplingParams& params,
+                                                 const TokenHistory& history) {
+  candidates_.clear();
+  if (std::optional<Candidate> greedy = ScaleLogits(logits, params, history)) {
+    candidates_.push_back(*greedy);
+  } else {
+    FilterAndSort(params);
+  }
   return candidates_;
+}
+
+int32_t Sampler::Draw(double u) const {
+  const std::span<const Candidate> dist = candidates_;
+  if (dist.size() == 1) return dist[0].token;
+  // Inverse CDF over the fixed candidate order: the first token whose cumulative prob
+  // exceeds u * total. Example: probs 0.5 0.3 0.2, u = 0.6 -> cumulative 0.5, 0.8 -> 2nd.
+  // prob_total_ and cumulative_: the probs summed in candidate order by the last Normalise,
+  // so a binary search finds the token a scan would.
+  const double target = u * prob_total_;
+  const auto end = cumulative_.begin() + static_cast<int64_t>(dist.size());
+  const auto it = std::upper_bound(cumulative_.begin(), end, target);
+  return it != end ? dist[it - cumulative_.begin()].token : dist.back().token;
 }
 
 SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams& params,
                              const TokenHistory& history, uint64_t seed) {
-  std::span<const Candidate> dist = Distribution(logits, params, history);
   SampleResult result;
-  result.token = dist.back().token;
-  if (dist.size() > 1) {
-    // Inverse CDF over the fixed candidate order: the first token whose cumulative prob
-    // exceeds u * total. Example: probs 0.5 0.3 0.2, u = 0.6 -> cumulative 0.5, 0.8 -> 2nd.
-    // prob_total_ and cumulative_: the probs summed in candidate order by the last Normalise,
-    // so a binary search finds the token a scan would.
-    const double target = UniformDouble(seed, history.NumTokens()) * prob_total_;
-    const auto end = cumulative_.begin() + static_cast<int64_t>(dist.size());
-    const auto it = std::upper_bound(cumulative_.begin(), end, target);
-    if (it != end) result.token = dist[it - cumulative_.begin()].token;
+  if (std::optional<Candidate> greedy = ScaleLogits(logits, params, history)) {
+    result.token = greedy->token;
+  } else {
+    const double u = UniformDouble(seed, history.NumTokens());
+    // The fast path proves its token equals the full sort's, or declines (rarely).
+    std::optional<int32_t> token = FastDraw(params, u);
+    if (!token) {
+      ++fast_path_declines_;
+      FilterAndSort(params);
+      token = Draw(u);
+    }
+    result.token = *token;
   }
   // Logprobs cost a pass of exp over the vocabulary: only when asked for (vLLM: logprobs None
   // computes none).

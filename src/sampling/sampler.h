@@ -7,11 +7,15 @@
 // Pipeline: copy logits -> repetition, frequency, presence penalties -> greedy argmax, or
 // temperature -> min-p -> top-k -> sort (logit descending, ties by token id) -> softmax ->
 // top-p -> inverse-CDF draw with u = UniformDouble(seed, position).
+// Sample takes a fast path (sampler_fast.cc) that sorts only the few candidates the result
+// depends on and returns the token this full-sort pipeline would, bit for bit; it falls back
+// to the full sort when it cannot prove that (a draw within ~1e-9 of a cumulative boundary).
 // The token's position is history.NumTokens() (prompt + generated so far), so the draw depends
 // only on (seed, position) and the logits: never on other requests or the order of calls.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -69,14 +73,51 @@ class Sampler {
                                           const SamplingParams& params,
                                           const TokenHistory& history);
 
+  // How many Sample calls the fast path declined (the full sort ran instead). For tests and
+  // benchmarks.
+  int64_t fast_path_declines() const { return fast_path_declines_; }
+
   // Applies repetition, then frequency, then presence penalties to `logits` in place
   // (vocab_size values). Exposed for tests.
   void ApplyPenalties(std::span<float> logits, const SamplingParams& params,
                       const TokenHistory& history);
 
  private:
+  // Greedy: the argmax (after penalties). Otherwise fills logits_ with the penalised logits
+  // divided by the temperature and returns nullopt.
+  std::optional<Candidate> ScaleLogits(std::span<const float> logits,
+                                       const SamplingParams& params, const TokenHistory& history);
+  // The full pipeline on logits_: candidates_ = the sorted, normalised distribution.
   void FilterAndSort(const SamplingParams& params);
+  // candidates_ = the tokens of sort_keys_[0, count), with their logits_, probs unset.
+  void CandidatesFromKeys(size_t count);
+  void NormaliseAndCut(const SamplingParams& params);
   void Normalise(size_t count);
+  // The inverse-CDF draw over candidates_ (normalised by the last Normalise).
+  int32_t Draw(double u) const;
+
+  // The fast path (sampler_fast.cc): the token FilterAndSort + Draw(u) would give, or nullopt
+  // when it cannot prove it. Uses logits_; clobbers candidates_ and the scratch below.
+  std::optional<int32_t> FastDraw(const SamplingParams& params, double u);
+  // Buckets the finite logits_ that pass min-p by distance from `max_logit` (bucket_,
+  // bucket_count_; with_mass: also exp_ and bucket_mass_ as ComputeMass); returns how many
+  // passed.
+  int64_t BucketSurvivors(const SamplingParams& params, float max_logit, bool with_mass);
+  // sort_keys_ = the sorted words of the survivors in buckets [0, last_bucket].
+  void GatherSorted(int32_t last_bucket, bool only_last);
+  // Fills exp_ (ExpBelowMax: within kExpBelowMaxError, not std::exp's bits) and bucket_mass_.
+  void ComputeMass(float max_logit);
+  // The survivor at which the cumulative mass (in candidate order) first passes `fraction`
+  // of the total, or nullopt when rounding could change the answer. Needs ComputeMass.
+  struct Crossing {
+    int64_t rank = 0;    // in candidate order, from 0
+    int32_t bucket = 0;  // its bucket
+    int32_t token = 0;
+  };
+  std::optional<Crossing> FindCrossing(double fraction, int64_t survivors);
+  // The first `count` survivors (sorted, in candidates_), normalised; top-p when `cut`.
+  void FinishOnPrefix(int64_t count, int32_t last_bucket, const SamplingParams& params,
+                      bool cut);
   void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
                     SampleResult& result);
 
@@ -91,6 +132,12 @@ class Sampler {
   std::vector<uint64_t> sort_buffer_;  // and its second buffer
   std::vector<double> cumulative_;     // (vocab_size) running sums of candidates_' probs
   double prob_total_ = 0.0;            // sum of candidates_' probs in order (Normalise)
+  // Fast path scratch.
+  std::vector<uint16_t> bucket_;        // (vocab_size) survivor's bucket, kNoBucket otherwise
+  std::vector<int64_t> bucket_count_;   // (kBuckets) survivors per bucket
+  std::vector<double> bucket_mass_;     // (kBuckets) sum of exp_ per bucket
+  std::vector<double> exp_;             // (vocab_size) ~exp(l - max) (ComputeMass)
+  int64_t fast_path_declines_ = 0;
 };
 
 }  // namespace kvserve::sampling

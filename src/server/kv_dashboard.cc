@@ -153,12 +153,16 @@ std::optional<KvDashboard::Published> KvDashboard::Take() {
     }
   }
   RateMeter::Rates rates;
+  size_t streams = 0;
   {
     std::lock_guard<std::mutex> lock(mu_);
     rates = rates_.Add(*snapshot);
+    HasSubscribersLocked();
+    streams = subscribers_.size();
   }
-  Published p{snapshot, std::make_shared<const std::string>(
-                            Dump(KvStateJson(*snapshot, rates, options_.model_name)))};
+  json state = KvStateJson(*snapshot, rates, options_.model_name);
+  state["events"] = {{"streams", streams}, {"interval_ms", EventInterval(streams).count()}};
+  Published p{snapshot, std::make_shared<const std::string>(Dump(state))};
   std::lock_guard<std::mutex> lock(mu_);
   if (recent_.empty() || recent_.back().snapshot->sequence < snapshot->sequence) {
     recent_.push_back(p);
@@ -172,16 +176,24 @@ bool KvDashboard::HasSubscribersLocked() {
   return !subscribers_.empty();
 }
 
+std::chrono::milliseconds KvDashboard::EventInterval(size_t streams) const {
+  if (options_.max_events_per_s == 0) return options_.interval;
+  const auto spread = std::chrono::milliseconds(streams * 1000 / options_.max_events_per_s);
+  return std::max(options_.interval, spread);
+}
+
 void KvDashboard::Run() {
   auto next = std::chrono::steady_clock::now();
   while (true) {
+    size_t num_streams = 0;
     {
       std::unique_lock<std::mutex> lock(mu_);
       cv_.wait_until(lock, next, [&] { return stopped_; });
       cv_.wait(lock, [&] { return stopped_ || HasSubscribersLocked(); });
       if (stopped_) return;
+      num_streams = subscribers_.size();
     }
-    next = std::chrono::steady_clock::now() + options_.interval;
+    next = std::chrono::steady_clock::now() + EventInterval(num_streams);
     std::optional<Published> p = Take();
     if (!p) continue;
     auto event = std::make_shared<const std::string>(

@@ -7,7 +7,8 @@
 //                                   published (404 once gone): the frame a page is showing
 //   GET /v1/kv/block?group=G&id=B   one block now (at the next step boundary): state, reference
 //                                   count, prefix hash, the requests holding it
-//   GET /v1/kv/events               SSE: the same JSON every `interval` (4 a second), as
+//   GET /v1/kv/events               SSE: the same JSON every `interval` (4 a second; less
+//                                   often with many streams, see below), as
 //                                   "id: N\ndata: {...}\n\n" events
 //   GET /dashboard, /dashboard/F    the page, from files compiled into the binary
 //                                   (web/dashboard/), under a strict Content-Security-Policy
@@ -18,6 +19,13 @@
 // queue holds at most max_queued_events; a client that falls that far behind is dropped (its
 // stream ends), so a slow or stalled client costs memory bounded by that queue and never
 // blocks the engine or the other clients.
+//
+// Rate: each event written to a stream wakes that stream's reader, and on the server's own
+// machine (loopback readers) that wake-up is what an open dashboard costs the engine's threads
+// (docs/PERFORMANCE.md). So all streams together get at most max_events_per_s events a
+// second: with more than max_events_per_s * interval streams, the interval grows to
+// streams / max_events_per_s (200 a second: 4 a second up to 50 streams, 1 a second at 200).
+// Every event is still a whole, consistent state.
 //
 // Thread safety: every method may be called from any thread. Stop() ends every stream and the
 // publisher; the front calls it before it stops (a stream never ends by itself otherwise).
@@ -84,7 +92,8 @@ class KvEventStream {
 
 struct KvDashboardOptions {
   std::string model_name;                        // shown on the page
-  std::chrono::milliseconds interval{250};       // between events
+  std::chrono::milliseconds interval{250};       // between events (the shortest)
+  size_t max_events_per_s = 200;                 // all streams together; 0: no bound
   size_t max_subscribers = 1024;                 // more: 503
   size_t max_queued_events = 8;                  // per stream: 2 s behind at 4 a second
   std::chrono::milliseconds state_timeout{5000}; // for a snapshot from the engine
@@ -110,6 +119,9 @@ class KvDashboard {
 
   int64_t num_dropped() const;  // streams dropped for being slow, since start
   size_t num_subscribers() const;
+  // The time between events with `streams` streams open: interval, or longer beyond
+  // max_events_per_s.
+  std::chrono::milliseconds EventInterval(size_t streams) const;
 
  private:
   struct Published {

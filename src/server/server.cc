@@ -117,7 +117,10 @@ Server::Server(ServerOptions options, engine::AsyncEngine& engine,
                      options_.request_limits},
       admission_(static_cast<int64_t>(options_.max_num_seqs) + options_.max_waiting_requests),
       dashboard_(std::make_unique<KvDashboard>(
-          engine, KvDashboardOptions{.model_name = options_.served_model_name})) {
+          engine, KvDashboardOptions{
+                      .model_name = options_.served_model_name,
+                      .max_events_per_s = static_cast<size_t>(
+                          std::max(options_.dashboard_events_per_s, 0))})) {
   parse_context_.limits.max_prompt_bytes =
       MaxPromptBytes(options_.request_limits, engine.max_model_len(), tokenizer_);
   RegisterRoutes();

@@ -57,6 +57,7 @@ struct ServerOptions {
   RequestLimits request_limits;     // prompt bytes, stop strings (server/protocol.h)
   bool reasoning_parser_deepseek = false;
   int64_t num_kv_blocks = 0;        // for kvserve:kv_cache_used_blocks
+  int dashboard_events_per_s = 200; // all /v1/kv/events streams together; 0: no bound
 };
 
 // Admission: choices in flight and their engine ids. Thread-safe.

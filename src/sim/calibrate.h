@@ -5,18 +5,20 @@
 //      real KV blocks of a real kv::KvCacheManager, plus the real sampler on every sampled
 //      row (temperature 1, as `bench throughput` samples), timed on a grid of batch shapes:
 //      prefill chunks of 16..2048 tokens at several contexts, decode batches of 1..64 at
-//      several contexts, and mixes of both. Each point: one warm-up, then the fastest of
-//      `repeats` runs (on a shared machine, the one least disturbed by other processes). With
+//      several contexts, and mixes of both. Each point: one warm-up, then `repeats` runs. With
 //      one thread the clock is that thread's CPU time (time spent waiting for a core does not
-//      count), with more the wall clock.
+//      count) and the point is the median run (the typical cache and memory contention from
+//      other processes); with more threads the clock is the wall clock and the point is the
+//      fastest run (the one least delayed by waiting for a core).
 //      KV positions before a shape's context are never computed (their values do not change
 //      the time), but their pages are written once, so attention reads real memory rather
 //      than the kernel's zero page.
 //   2. Fit: the profile whose cost model (sim/cost_model.h) best predicts those times, by
-//      Nelder-Mead over the logs of eight rates (GEMM FLOP/s for the model's weight dtypes,
+//      Nelder-Mead over the logs of ten rates (GEMM FLOP/s for the model's weight dtypes,
 //      memory bandwidth, attention FLOP/s and KV bandwidth, sampling rate, overheads per step,
-//      sequence and token), minimising sum (log predicted - log measured)^2. Efficiencies are
-//      1: a calibrated "peak" is the achieved rate.
+//      sequence and token, and the KV footprint term: the KV bytes that stay cached between
+//      steps and the spill bandwidth beyond them), minimising sum (log predicted - log
+//      measured)^2. Efficiencies are 1: a calibrated "peak" is the achieved rate.
 //   3. Tiers: the real offload::OffloadManager loads blocks of the model's size from a CPU
 //      tier and from a file tier in a temporary directory (latency + bytes / bandwidth fitted
 //      from loads of 1 and 64 blocks), and times the synchronous copy of evicted blocks into
@@ -50,7 +52,7 @@ struct CalibrationOptions {
 struct CalibrationPoint {
   std::string label;  // "prefill 512 @ 0", "decode 16 x @ 1024", ...
   std::vector<SequenceWork> batch;
-  double measured = 0;   // seconds (fastest run)
+  double measured = 0;   // seconds (median or fastest run, see above)
   double predicted = 0;  // by the fitted profile
 };
 

@@ -109,6 +109,35 @@ Work IndexerWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
               static_cast<double>(tensor::RowBytes(l->index_dtype, l->index_key_dim))};
 }
 
+double SharedKvBytes(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
+                     int64_t num_computed_tokens, int64_t num_new_tokens, int64_t shared) {
+  const int64_t b = num_computed_tokens + num_new_tokens;
+  shared = std::clamp<int64_t>(shared, 0, b);
+  if (shared == 0) return 0;
+  if (const auto* s = std::get_if<kv::SlidingWindow>(&spec)) {
+    const int64_t first = b - std::min<int64_t>(b, s->window - 1 + num_new_tokens);  // read from
+    return static_cast<double>(std::max<int64_t>(0, shared - first)) *
+           static_cast<double>(kv::TokenRowBytes(spec));
+  }
+  if (std::holds_alternative<kv::FullAttention>(spec)) {
+    return static_cast<double>(shared) * static_cast<double>(kv::TokenRowBytes(spec));
+  }
+  // Latent: the shared fraction of the entries read (all of them without top_k) and of the
+  // index keys.
+  const auto& l = std::get<kv::CompressedLatent>(spec);
+  const int64_t entries = b / l.compress_ratio;
+  if (entries == 0) return 0;
+  const double fraction =
+      static_cast<double>(shared / l.compress_ratio) / static_cast<double>(entries);
+  return fraction * (AttentionWork(spec, heads, num_computed_tokens, num_new_tokens).bytes +
+                     IndexerWork(spec, heads, num_computed_tokens, num_new_tokens).bytes);
+}
+
+double KvSpillSeconds(const HardwareProfile& h, double kv_bytes) {
+  if (h.kv_spill_bandwidth <= 0) return 0;
+  return std::max(0.0, kv_bytes - h.cached_kv_bytes) / h.kv_spill_bandwidth;
+}
+
 Result<CostModel> CostModel::Create(const ModelCompute& model, const kv::KvCacheConfig& kv_config,
                                     const HardwareProfile& hardware, int tp) {
   if (tp < 1) return InvalidArgument("--tp must be at least 1");
@@ -160,10 +189,16 @@ void CostModel::AddAttention(std::span<const SequenceWork> batch, StepCost& cost
   const double flops_rate = hardware_.AttentionFlops();
   const double bandwidth = hardware_.AttentionBandwidth();
   const int k = static_cast<int>(OpKind::kAttention);
+  double footprint = 0;  // distinct KV bytes of the step
   for (const Group& g : groups_) {
     Work layer;
     double seconds = 0;
+    double shared = 0;
     for (const SequenceWork& s : batch) {
+      if (s.shared_prefix_tokens > 0) {
+        shared += SharedKvBytes(g.spec, heads_, s.num_computed_tokens, s.num_new_tokens,
+                                s.shared_prefix_tokens);
+      }
       const Work w = AttentionWork(g.spec, heads_, s.num_computed_tokens, s.num_new_tokens);
       seconds += std::max(w.flops / flops_rate, w.bytes / bandwidth);
       layer += w;
@@ -176,7 +211,9 @@ void CostModel::AddAttention(std::span<const SequenceWork> batch, StepCost& cost
     cost.work[k].flops += layer.flops * g.num_layers;
     cost.work[k].bytes += layer.bytes * g.num_layers;
     cost.seconds_by[k] += seconds * g.num_layers;
+    footprint += (layer.bytes - shared) * g.num_layers;
   }
+  cost.seconds_by[k] += KvSpillSeconds(hardware_, footprint);
 }
 
 StepCost CostModel::Cost(std::span<const SequenceWork> batch) const {

@@ -21,6 +21,13 @@
 //              A latent group's indexer (top_k > 0) scores all e(p) entries for each query:
 //              2 x index_key_dim x index heads FLOPs per (query, entry), a GEMM at the peak of
 //              the index keys' dtype (FP8 on Hopper for FP4 keys), reading every key once.
+//              Footprint (profiles with kv_spill_bandwidth, i.e. calibrated CPUs): the step's
+//              distinct KV bytes over all layers and sequences, B (the bytes above, less each
+//              sequence's shared_prefix_tokens' rows, which an earlier sequence read), beyond
+//              what stays in the caches from one step to the next, add
+//              max(0, B - cached_kv_bytes) / kv_spill_bandwidth.
+//              This is the part of a step that grows faster than the batch: 64 decodes at 128
+//              tokens (16 MiB of KV) take 2.4 times 32 decodes (8 MiB) on this machine.
 //   sampling   one pass over the vocabulary per sampled row: logits / sampling_rate, or
 //              memory-bound at 16 B per logit when the profile gives no rate.
 //   allreduce  tp > 1: two per layer (after attention and after the FFN) of tokens x hidden x
@@ -49,6 +56,9 @@ struct SequenceWork {
   int64_t num_computed_tokens = 0;  // context before the step
   int64_t num_new_tokens = 0;       // computed in the step, >= 1
   bool sampled = false;             // its logits are sampled this step
+  // Leading context tokens whose KV blocks an earlier sequence of the same step reads too (a
+  // shared prefix): the KV footprint counts their bytes once. Only the footprint uses it.
+  int64_t shared_prefix_tokens = 0;
 };
 
 enum class OpKind { kGemm = 0, kAttention, kSampling, kAllReduce, kOverhead };
@@ -89,6 +99,13 @@ Work AttentionWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
 // One layer's latent indexer for one sequence (zero for other groups or without top_k).
 Work IndexerWork(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
                  int64_t num_computed_tokens, int64_t num_new_tokens);
+
+// The footprint term above: extra seconds for a step whose attention reads kv_bytes (per rank).
+double KvSpillSeconds(const HardwareProfile& hardware, double kv_bytes);
+// Of the bytes AttentionWork + IndexerWork count for one sequence, those of rows in its first
+// `shared` tokens (rows another sequence of the step read first).
+double SharedKvBytes(const kv::KvLayoutSpec& spec, const AttentionHeads& heads,
+                     int64_t num_computed_tokens, int64_t num_new_tokens, int64_t shared);
 
 class CostModel {
  public:

@@ -3,6 +3,8 @@
 #include <array>
 #include <cmath>
 #include <functional>
+#include <limits>
+#include <vector>
 
 #include "core/check.h"
 #include "sim/calibrate.h"
@@ -10,7 +12,7 @@
 namespace kvserve::sim {
 namespace {
 
-constexpr int kParams = 8;
+constexpr int kParams = 10;
 using Point = std::array<double, kParams>;
 
 // The rates a fit moves, as logs (all positive). The GEMM rate is the same for every weight
@@ -23,7 +25,9 @@ Point ToLogs(const HardwareProfile& h, double gemm) {
           std::log(h.sampling_rate),
           std::log(h.step_overhead),
           std::log(h.sequence_overhead),
-          std::log(h.token_overhead)};
+          std::log(h.token_overhead),
+          std::log(h.cached_kv_bytes),
+          std::log(h.kv_spill_bandwidth)};
 }
 
 // Plausible ranges for the rates (a box the fit stays in: a rate the grid does not constrain
@@ -37,6 +41,8 @@ constexpr std::array<std::pair<double, double>, kParams> kBounds = {{
     {1e-7, 1.0},   // step overhead, s
     {1e-9, 1e-1},  // sequence overhead, s
     {1e-10, 1e-2}, // token overhead, s
+    {1e4, 1e10},   // KV bytes that stay cached between steps
+    {1e8, 1e14},   // KV spill bandwidth, bytes/s (upper end: no spill)
 }};
 
 HardwareProfile FromLogs(const Point& logs, const ModelCompute& model, HardwareProfile h) {
@@ -54,6 +60,8 @@ HardwareProfile FromLogs(const Point& logs, const ModelCompute& model, HardwareP
   h.step_overhead = std::exp(x[5]);
   h.sequence_overhead = std::exp(x[6]);
   h.token_overhead = std::exp(x[7]);
+  h.cached_kv_bytes = std::exp(x[8]);
+  h.kv_spill_bandwidth = std::exp(x[9]);
   h.efficiency = Efficiency{};
   return h;
 }
@@ -126,12 +134,28 @@ HardwareProfile FitProfile(const ModelCompute& model, const kv::KvCacheConfig& k
     }
     return sum;
   };
-  Point x = ToLogs(start, gemm);
-  for (int k = 0; k < kParams; ++k) {
-    x[k] = std::clamp(x[k], std::log(kBounds[k].first), std::log(kBounds[k].second));
+  // The footprint term's knee makes the loss non-convex (a knee between two shapes fits them
+  // whatever the slope): the fit starts from three knees, 2, 8 and 32 MiB (unless `start`
+  // has one), and keeps the best.
+  std::vector<double> knees = {2.0 * (1 << 20), 8.0 * (1 << 20), 32.0 * (1 << 20)};
+  if (start.cached_kv_bytes > 0) knees = {start.cached_kv_bytes};
+  Point x;
+  double best = std::numeric_limits<double>::infinity();
+  for (double knee : knees) {
+    HardwareProfile from = start;
+    from.cached_kv_bytes = knee;
+    if (from.kv_spill_bandwidth <= 0) from.kv_spill_bandwidth = from.AttentionBandwidth();
+    Point y = ToLogs(from, gemm);
+    for (int k = 0; k < kParams; ++k) {
+      y[k] = std::clamp(y[k], std::log(kBounds[k].first), std::log(kBounds[k].second));
+    }
+    // Restarts from the best point so far shake the simplex out of flat corners.
+    for (double scale : {1.0, 0.5, 0.25, 0.1}) y = NelderMead(loss, y, scale, 600);
+    if (const double l = loss(y); l < best) {
+      best = l;
+      x = y;
+    }
   }
-  // Restarts from the best point so far shake the simplex out of flat corners.
-  for (double scale : {1.0, 0.5, 0.25, 0.1}) x = NelderMead(loss, x, scale, 600);
   HardwareProfile fitted = FromLogs(x, model, start);
   Result<CostModel> cost = CostModel::Create(model, kv_config, fitted, 1);
   CHECK(cost.ok());

@@ -18,6 +18,7 @@
 //    "efficiency": {"gemm": 0.7, "memory": 0.8, "attention": 0.5, "link": 0.8,
 //                   "host_link": 0.8},
 //    "step_overhead": 5e-4, "sequence_overhead": 2e-6, "token_overhead": 0,
+//    "cached_kv_bytes": 0, "kv_spill_bandwidth": 0,
 //    "cpu_tier": {"bandwidth": 51e9, "latency": 20e-6, "store_bandwidth": 0},
 //    "file_tier": {...}, "redis_tier": {...}}
 // (cpu_tier.bandwidth defaults to host_link_bandwidth x efficiency.host_link.)
@@ -62,6 +63,12 @@ struct HardwareProfile {
   double step_overhead = 0;        // seconds per step (scheduling, launch)
   double sequence_overhead = 0;    // seconds per sequence in a step
   double token_overhead = 0;       // seconds per token in a step
+  // The KV footprint term (CPU caches): a step's KV reads up to cached_kv_bytes (per rank) are
+  // served from the processor's caches, where the previous step left them; each byte beyond
+  // costs 1 / kv_spill_bandwidth seconds more. kv_spill_bandwidth 0: no such term (the device
+  // presets: an H200's KV reads are HBM reads, already in attention_bandwidth).
+  double cached_kv_bytes = 0;
+  double kv_spill_bandwidth = 0;
   Efficiency efficiency;
   TierSpeed cpu_tier;    // default: host_link_bandwidth x efficiency.host_link
   TierSpeed file_tier;

@@ -2,7 +2,7 @@
 // names what /metrics names, recent states stay reachable by sequence, block lookups name
 // their holders, the page is embedded under a strict CSP, and the event streams: every
 // reader gets the same events, a reader that stops reading is dropped while the others and
-// the engine carry on, and Stop ends every stream.
+// the engine carry on, many streams share the event budget, and Stop ends every stream.
 #include <gtest/gtest.h>
 
 #include <thread>
@@ -157,6 +157,45 @@ TEST(KvDashboardTest, SlowReaderIsDroppedOthersAndTheEngineCarryOn) {
   dash.Stop();
   std::string tail;
   EXPECT_TRUE(reader->Pull(&tail)) << "Stop ends every stream";
+}
+
+// All streams together get at most max_events_per_s events a second: beyond
+// max_events_per_s * interval streams the interval grows, and the state says so.
+TEST(KvDashboardTest, ManyStreamsShareTheEventBudget) {
+  auto eng = MakeEngine(1000);
+  KvDashboard dash(*eng, {.model_name = "fake", .interval = 10ms, .max_events_per_s = 100});
+  EXPECT_EQ(dash.EventInterval(0), 10ms);
+  EXPECT_EQ(dash.EventInterval(1), 10ms);
+  EXPECT_EQ(dash.EventInterval(4), 40ms);
+  EXPECT_EQ(dash.EventInterval(200), 2000ms);
+  std::vector<std::shared_ptr<KvEventStream>> streams;
+  for (int i = 0; i < 4; ++i) {
+    streams.push_back(std::get<std::shared_ptr<KvEventStream>>(dash.Subscribe()));
+    streams.back()->Start(nullptr);
+  }
+  engine::RequestHandle h = Add(*eng, {1, 2, 3, 4, 5}, 100);
+  const auto start = std::chrono::steady_clock::now();
+  std::string got;
+  while (std::chrono::steady_clock::now() - start < 600ms) {
+    std::this_thread::sleep_for(20ms);
+    for (const std::shared_ptr<KvEventStream>& stream : streams) {
+      std::string events;
+      EXPECT_FALSE(stream->Pull(&events));
+      if (stream == streams[0]) got += events;
+    }
+  }
+  const double elapsed_s =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  int events = 0;
+  for (size_t at = 0; (at = got.find("id: ", at)) != std::string::npos; at += 4) ++events;
+  // At most one event per 40 ms (and the one a stream gets on subscribing); a busy machine
+  // only makes fewer.
+  EXPECT_LE(events, elapsed_s / 0.040 + 2) << "every 10 ms would be ~60";
+  EXPECT_GE(events, 1);
+  const json s = json::parse(dash.State({"/v1/kv/state", ""}).body);
+  EXPECT_EQ(s["events"]["streams"], 4);
+  EXPECT_EQ(s["events"]["interval_ms"], 40);
+  Drain(h);
 }
 
 TEST(KvDashboardTest, TooManyStreamsAre503) {

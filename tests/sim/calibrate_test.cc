@@ -43,6 +43,8 @@ TEST(Calibrate, TheFitRecoversTheProfileThatMadeTheTimes) {
   truth.step_overhead = 3e-4;
   truth.sequence_overhead = 2e-5;
   truth.token_overhead = 1e-6;
+  truth.cached_kv_bytes = 256e6;  // about 2,000 tokens of llama-3.1-8b's bf16 KV
+  truth.kv_spill_bandwidth = 2e10;
   const CostModel made = *CostModel::Create(model, kv, truth, 1);
   std::vector<CalibrationPoint> points;
   for (const auto& shape : Shapes()) points.push_back({"", shape, made.Cost(shape).seconds, 0});
@@ -55,12 +57,20 @@ TEST(Calibrate, TheFitRecoversTheProfileThatMadeTheTimes) {
   start.step_overhead = 1e-3;
   start.sequence_overhead = 1e-4;
   start.token_overhead = 1e-5;
+  start.cached_kv_bytes = 0;  // no footprint term: the fit starts from its three knees
+  start.kv_spill_bandwidth = 0;
   const HardwareProfile fitted = FitProfile(model, kv, start, points);
   double worst = 0;
   for (const CalibrationPoint& p : points) worst = std::max(worst, std::fabs(std::log(p.predicted / p.measured)));
   EXPECT_LT(worst, 0.02);  // every point within 2%
   EXPECT_NEAR(*fitted.GemmFlops("bf16") / 3e11, 1.0, 0.05);
   EXPECT_NEAR(fitted.memory_bandwidth / 2.5e10, 1.0, 0.05);
+  // The footprint term is recovered as far as the shapes pin it down: a batch bigger than any
+  // shape fitted (128 decodes at 1024: 16 GiB of KV, all past the caches) is predicted.
+  const std::vector<SequenceWork> held_out(128, SequenceWork{1024, 1, true});
+  const double truth_s = made.Cost(held_out).seconds;
+  const double fitted_s = CostModel::Create(model, kv, fitted, 1)->Cost(held_out).seconds;
+  EXPECT_NEAR(fitted_s / truth_s, 1.0, 0.03);
 }
 
 TEST(Calibrate, QuickCalibrationOfARealModelWritesAUsableProfile) {

@@ -178,6 +178,58 @@ TEST(CostModel, StepIsTheSumOverOpsOfTheSlowerOfComputeAndBytes) {
   EXPECT_DOUBLE_EQ(cost.seconds, sum);
 }
 
+// The footprint term: the step's KV bytes beyond cached_kv_bytes cost 1 / kv_spill_bandwidth
+// seconds each, on top of the per-sequence attention times; a step within the caches pays none.
+TEST(CostModel, KvBeyondTheCachesCostsTheSpillRate) {
+  ModelCompute m;
+  m.name = "toy";
+  m.num_layers = 2;
+  m.hidden_size = 64;
+  m.vocab_size = 1000;
+  m.num_q_heads = 2;
+  kv::KvCacheConfig kv;
+  kv.num_layers = 2;
+  kv.groups.push_back({kv::FullAttention{1, 16, DType::kF16}, {0, 1}, {}});
+  HardwareProfile h = RoundDevice();
+  const CostModel plain = *CostModel::Create(m, kv, h, 1);
+  h.cached_kv_bytes = 10000;
+  h.kv_spill_bandwidth = 1e9;
+  const CostModel spill = *CostModel::Create(m, kv, h, 1);
+  // A K and a V row of 16 f16 values: 64 B per token per layer. Sequences at 100 (prefill of
+  // 100) and 51 tokens (decode at 50): (100 + 51) x 64 B x 2 layers = 19328 B, 9328 B beyond.
+  const SequenceWork big[] = {{0, 100, true}, {50, 1, true}};
+  EXPECT_DOUBLE_EQ(spill.Cost(big).work[1].bytes, 19328.0);
+  EXPECT_DOUBLE_EQ(KvSpillSeconds(h, 19328.0), 9328.0 / 1e9);
+  EXPECT_DOUBLE_EQ(spill.Cost(big).seconds_by[1], plain.Cost(big).seconds_by[1] + 9328.0 / 1e9);
+  EXPECT_DOUBLE_EQ(spill.Cost(big).seconds, plain.Cost(big).seconds + 9328.0 / 1e9);
+  // The decode alone: 51 x 64 x 2 = 6528 B, within the caches.
+  const SequenceWork small[] = {{50, 1, true}};
+  EXPECT_DOUBLE_EQ(spill.Cost(small).seconds, plain.Cost(small).seconds);
+  EXPECT_DOUBLE_EQ(KvSpillSeconds(RoundDevice(), 1e12), 0.0);  // no spill rate: no term
+  // Two decodes at 99 whose first 64 tokens are the same blocks (a shared prefix): 2 x 100 x
+  // 64 B x 2 layers = 25600 B read, of which 64 x 64 x 2 = 8192 B twice: 17408 B distinct,
+  // 7408 B beyond.
+  const SequenceWork shared[] = {{99, 1, true, 0}, {99, 1, true, 64}};
+  const SequenceWork apart[] = {{99, 1, true, 0}, {99, 1, true, 0}};
+  EXPECT_DOUBLE_EQ(spill.Cost(shared).work[1].bytes, 25600.0);
+  EXPECT_DOUBLE_EQ(spill.Cost(shared).seconds_by[1],
+                   plain.Cost(shared).seconds_by[1] + 7408.0 / 1e9);
+  EXPECT_DOUBLE_EQ(spill.Cost(apart).seconds_by[1],
+                   plain.Cost(apart).seconds_by[1] + 15600.0 / 1e9);
+}
+
+TEST(CostModel, SharedKvBytesAreTheSharedRowsEachSpecReads) {
+  const AttentionHeads heads{2, 0, 0};
+  // Full, 64 B rows: a decode at 99 reads rows 0..99; 64 of them shared.
+  const kv::KvLayoutSpec full = kv::FullAttention{1, 16, DType::kF16};
+  EXPECT_DOUBLE_EQ(SharedKvBytes(full, heads, 99, 1, 64), 64.0 * 64);
+  EXPECT_DOUBLE_EQ(SharedKvBytes(full, heads, 99, 1, 500), 100.0 * 64);  // at most its rows
+  // Sliding, window 8: the decode reads rows 92..99; of the first 96 tokens, rows 92..95.
+  const kv::KvLayoutSpec sliding = kv::SlidingWindow{8, 1, 16, DType::kF16};
+  EXPECT_DOUBLE_EQ(SharedKvBytes(sliding, heads, 99, 1, 96), 4.0 * 64);
+  EXPECT_DOUBLE_EQ(SharedKvBytes(sliding, heads, 99, 1, 64), 0.0);
+}
+
 TEST(Hardware, DevicePresetsWithComputeParse) {
   for (const char* name : {"h200", "h100", "b200", "a100-80gb", "l40s", "rtx4090"}) {
     Result<HardwareProfile> h = LoadDeviceProfile(name);
@@ -213,10 +265,14 @@ TEST(Hardware, BadProfilesAreErrorsNamingTheField) {
   // Round trip through the writer.
   HardwareProfile h = RoundDevice();
   h.cpu_tier = {1e9, 1e-4};
+  h.cached_kv_bytes = 8e6;
+  h.kv_spill_bandwidth = 3e9;
   Result<HardwareProfile> back = ParseHardwareProfile(ProfileToJson(h), "round");
   ASSERT_TRUE(back.ok()) << back.status().ToString();
   EXPECT_DOUBLE_EQ(back->memory_bandwidth, h.memory_bandwidth);
   EXPECT_DOUBLE_EQ(back->cpu_tier.latency, 1e-4);
+  EXPECT_DOUBLE_EQ(back->cached_kv_bytes, 8e6);
+  EXPECT_DOUBLE_EQ(back->kv_spill_bandwidth, 3e9);
   EXPECT_DOUBLE_EQ(*back->GemmFlops("bf16"), 1e12);
 }
 

@@ -78,6 +78,11 @@ function renderCards(s) {
   setField('engine.prefix_hit_rate', pct(e.prefix_hit_rate), e.prefix_hit_rate);
   $('uptime').textContent = s.uptime_s < 120 ? s.uptime_s.toFixed(0) + ' s' : (s.uptime_s / 60).toFixed(1) + ' min';
   $('model').textContent = s.model;
+  if (s.events) {
+    const streams = s.events.streams;
+    $('refresh').textContent = (s.events.interval_ms / 1000).toFixed(2).replace(/\.?0+$/, '') + ' s' +
+      (streams > 1 ? ` · ${streams} dashboards open` : '');
+  }
 }
 
 function groupOwners(s) {
