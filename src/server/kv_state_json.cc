@@ -151,9 +151,10 @@ RateMeter::Rates RateMeter::Add(const engine::KvSnapshot& s) {
   } else {
     points_.push_back(now);
   }
-  // Keep one point at least a second old (the rate's base) and nothing older than 5 s.
+  // Keep one point at least a second old (the rate's base) and nothing older than 30 s (with
+  // many dashboards open, states come as seldom as every 5 s: the rate is over that).
   while (points_.size() > 2 && now.uptime_s - points_[1].uptime_s >= 1.0) points_.pop_front();
-  while (points_.size() > 1 && now.uptime_s - points_.front().uptime_s > 5.0) points_.pop_front();
+  while (points_.size() > 1 && now.uptime_s - points_.front().uptime_s > 30.0) points_.pop_front();
   Rates rates;
   const Point& base = points_.front();
   const double dt = now.uptime_s - base.uptime_s;

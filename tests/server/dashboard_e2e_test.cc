@@ -94,6 +94,8 @@ TEST_F(DashboardE2eTest, EventsStreamStatesAFewTimesASecond) {
   EXPECT_GE(CountEvents(raw), 4) << raw.substr(0, 300);
   EXPECT_NE(raw.find("\ndata: {"), std::string::npos) << raw.substr(0, 300);
   EXPECT_NE(raw.find("\"object\":\"kv.state\""), std::string::npos) << raw.substr(0, 300);
+  // One stream is far below --dashboard-events-per-s (200): the shortest interval.
+  EXPECT_NE(raw.find("\"interval_ms\":250"), std::string::npos) << raw.substr(0, 300);
 }
 
 // A client that opens the stream and never reads costs the server bounded memory (the front

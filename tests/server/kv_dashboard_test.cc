@@ -48,6 +48,26 @@ TEST(KvStateJsonTest, BlockMapIsRunLengthEncoded) {
   EXPECT_EQ(EncodeBlockMap(g), "n1u1s2c1f2");
 }
 
+// Rates over the last second or so; with states seconds apart (many dashboards open: the
+// interval grows), over the time since the previous one.
+TEST(RateMeterTest, RatesOverTheLastSecondOrTheLastInterval) {
+  RateMeter meter;
+  auto at = [](double uptime_s, int64_t tokens) {
+    engine::KvSnapshot s;
+    s.uptime_s = uptime_s;
+    s.metrics.num_generation_tokens = tokens;
+    return s;
+  };
+  EXPECT_EQ(meter.Add(at(0.0, 0)).window_s, 0);
+  for (int i = 1; i <= 8; ++i) meter.Add(at(0.25 * i, 100 * i));  // 400 tokens/s
+  RateMeter::Rates r = meter.Add(at(2.25, 900));
+  EXPECT_DOUBLE_EQ(r.window_s, 1.0);
+  EXPECT_DOUBLE_EQ(r.generation_tokens_per_s, 400);
+  r = meter.Add(at(8.25, 3300));  // 6 s later
+  EXPECT_DOUBLE_EQ(r.window_s, 6.0);
+  EXPECT_DOUBLE_EQ(r.generation_tokens_per_s, 400);
+}
+
 TEST(KvDashboardTest, StateAddsUpAndNamesTheMetrics) {
   auto eng = MakeEngine(5000);
   KvDashboard dash(*eng, {.model_name = "fake"});
