@@ -9,7 +9,7 @@
 namespace kvserve::server {
 namespace {
 
-ReasoningParser::Parts Run(std::string_view text, size_t piece) {
+ReasoningParser::Parts ParseAll(std::string_view text, size_t piece) {
   HarmonyParser parser;
   ReasoningParser::Parts all;
   for (size_t i = 0; i < text.size(); i += piece) {
@@ -29,7 +29,7 @@ TEST(HarmonyParserTest, AnalysisIsReasoningAndFinalIsContentWholeOrStreamed) {
       "<|channel|>final<|message|>Hello! <|x|> 2 < 3<|return|>";
   for (size_t piece : {out.size(), size_t{1}, size_t{3}, size_t{7}}) {
     SCOPED_TRACE(piece);
-    const ReasoningParser::Parts p = Run(out, piece);
+    const ReasoningParser::Parts p = ParseAll(out, piece);
     EXPECT_EQ(p.reasoning, "User says hi. Answer <briefly>.");
     EXPECT_EQ(p.content, "Hello! <|x|> 2 < 3");
   }
@@ -37,7 +37,7 @@ TEST(HarmonyParserTest, AnalysisIsReasoningAndFinalIsContentWholeOrStreamed) {
 
 TEST(HarmonyParserTest, CommentaryAndConstrainedFinalAreContent) {
   const ReasoningParser::Parts p =
-      Run("<|channel|>final <|constrain|>json<|message|>{\"a\": 1}<|end|>"
+      ParseAll("<|channel|>final <|constrain|>json<|message|>{\"a\": 1}<|end|>"
           "<|start|>assistant<|channel|>commentary<|message|>calling<|call|>",
           5);
   EXPECT_EQ(p.reasoning, "");
@@ -46,11 +46,11 @@ TEST(HarmonyParserTest, CommentaryAndConstrainedFinalAreContent) {
 
 TEST(HarmonyParserTest, UnfinishedOutputs) {
   // Cut inside the reasoning: all of it is reasoning, the held-back "<|en" included.
-  EXPECT_EQ(Run("<|channel|>analysis<|message|>thinking <|en", 4).reasoning, "thinking <|en");
+  EXPECT_EQ(ParseAll("<|channel|>analysis<|message|>thinking <|en", 4).reasoning, "thinking <|en");
   // No harmony message at all: plain content.
-  EXPECT_EQ(Run("just text", 2).content, "just text");
+  EXPECT_EQ(ParseAll("just text", 2).content, "just text");
   // A header that never completes is dropped.
-  const ReasoningParser::Parts p = Run("<|channel|>analysis<|message|>a<|end|><|start|>assi", 3);
+  const ReasoningParser::Parts p = ParseAll("<|channel|>analysis<|message|>a<|end|><|start|>assi", 3);
   EXPECT_EQ(p.reasoning, "a");
   EXPECT_EQ(p.content, "");
 }
