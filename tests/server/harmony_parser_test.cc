@@ -36,10 +36,10 @@ TEST(HarmonyParserTest, AnalysisIsReasoningAndFinalIsContentWholeOrStreamed) {
 }
 
 TEST(HarmonyParserTest, CommentaryAndConstrainedFinalAreContent) {
-  const ReasoningParser::Parts p =
-      ParseAll("<|channel|>final <|constrain|>json<|message|>{\"a\": 1}<|end|>"
-          "<|start|>assistant<|channel|>commentary<|message|>calling<|call|>",
-          5);
+  const ReasoningParser::Parts p = ParseAll(
+      "<|channel|>final <|constrain|>json<|message|>{\"a\": 1}<|end|>"
+      "<|start|>assistant<|channel|>commentary<|message|>calling<|call|>",
+      5);
   EXPECT_EQ(p.reasoning, "");
   EXPECT_EQ(p.content, "{\"a\": 1}calling");
 }
@@ -50,7 +50,8 @@ TEST(HarmonyParserTest, UnfinishedOutputs) {
   // No harmony message at all: plain content.
   EXPECT_EQ(ParseAll("just text", 2).content, "just text");
   // A header that never completes is dropped.
-  const ReasoningParser::Parts p = ParseAll("<|channel|>analysis<|message|>a<|end|><|start|>assi", 3);
+  const ReasoningParser::Parts p =
+      ParseAll("<|channel|>analysis<|message|>a<|end|><|start|>assi", 3);
   EXPECT_EQ(p.reasoning, "a");
   EXPECT_EQ(p.content, "");
 }
