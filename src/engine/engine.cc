@@ -141,8 +141,11 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
         "KV offloading (--kv-transfer-config, --kv-offloading-size) needs "
         "prefix caching; drop --no-enable-prefix-caching");
   }
+  kv::KvCacheManagerOptions options = kv_options;
+  // Tier loads write blocks never written before: fault the arenas in now, not on the load.
+  options.prefault_memory = options.prefault_memory || config.offload.has_value();
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
-                      kv::KvCacheManager::Create(kv_config, budget, kv_options));
+                      kv::KvCacheManager::Create(kv_config, budget, options));
   for (const std::string& line : kv::FormatCapacityReport(kv_config, kv->capacity())) {
     KV_LOG(DEBUG, "{}", line);
   }

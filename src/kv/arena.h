@@ -45,6 +45,15 @@ class KvArena {
   // Start of block `id`'s page set. note: only with memory.
   std::byte* BlockData(BlockId id) const;
 
+  // Makes every page of the arena resident now (MADV_POPULATE_WRITE, Linux 5.14+; elsewhere a
+  // write to each 4 KiB page), in parallel slices on `threads` threads (blocks in id order,
+  // the order the free queue first hands them out). Afterwards no write to the arena takes a
+  // page fault: a tier load into a block never written (every block, after a restart) copies
+  // at memory speed. Costs the arena's bytes of resident memory up front instead of on first
+  // use, nothing more (allocated_bytes() is unchanged); about 1 s per 2-3 GiB here. Call
+  // before the arena is shared with other threads. No-op without memory.
+  void Prefault(int threads);
+
  private:
   struct FreeDeleter {
     void operator()(std::byte* p) const;

@@ -3,9 +3,13 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <limits>
+#include <thread>
 
 #include "core/check.h"
+#include "core/log.h"
+#include "core/units.h"
 
 namespace kvserve::kv {
 
@@ -13,15 +17,27 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
                                KvCacheManagerOptions options)
     : config_(std::move(config)), capacity_(std::move(capacity)), options_(std::move(options)) {
   root_hash_ = RootHash(options_.fingerprint);
+  const auto start = std::chrono::steady_clock::now();
+  int64_t prefaulted = 0;
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const GroupCapacity& gc = capacity_.groups[g];
     Group group;
     group.arena =
         std::make_unique<KvArena>(gc.block_bytes, gc.num_blocks, options_.allocate_memory);
+    if (options_.prefault_memory) {
+      group.arena->Prefault(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+      prefaulted += group.arena->allocated_bytes();
+    }
     group.pool = std::make_unique<BlockPool>(static_cast<int32_t>(gc.num_blocks),
                                              options_.enable_prefix_caching);
     group.manager = MakeGroupManager(config_.groups[g].spec, config_.block_size, group.pool.get());
     groups_.push_back(std::move(group));
+  }
+  if (prefaulted > 0) {
+    KV_LOG(INFO, "KV arenas: {} made resident in {:.0f} ms (prefault for tier loads)",
+           FormatBytes(static_cast<uint64_t>(prefaulted)),
+           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start)
+               .count());
   }
 }
 

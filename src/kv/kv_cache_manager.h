@@ -66,6 +66,11 @@ struct KvCacheStats {
 struct KvCacheManagerOptions {
   bool enable_prefix_caching = true;
   bool allocate_memory = true;   // false: bookkeeping only (planner, simulator, tests)
+  // Make the arenas resident at creation (KvArena::Prefault on every core), so no write to a
+  // block takes a page fault later. The engine sets it when KV offload tiers are configured:
+  // their loads land in blocks never written before (after a restart, all of them), where the
+  // faults cost more than the copy.
+  bool prefault_memory = false;
   ModelFingerprint fingerprint;  // namespaces the block hashes
 };
 

@@ -88,6 +88,18 @@ void Tokenizer::SplitOnToken(std::string_view text, int32_t id,
                              std::vector<Fragment>* fragments) const {
   const std::string& needle = vocab_->TokenText(id);
   const uint32_t attrs = vocab_->TokenAttrs(id);
+  // Most special tokens occur nowhere in the text (Llama 3 has 256): leave the fragments
+  // untouched then, without copying them. An empty token text (a malformed vocabulary) never
+  // matches: it would split every position forever.
+  if (needle.empty()) return;
+  bool occurs = false;
+  for (const Fragment& f : *fragments) {
+    if (!f.token && text.substr(f.offset, f.length).find(needle) != std::string_view::npos) {
+      occurs = true;
+      break;
+    }
+  }
+  if (!occurs) return;
   std::vector<Fragment> out;
   out.reserve(fragments->size());
   for (const Fragment& f : *fragments) {
