@@ -31,6 +31,10 @@ std::vector<std::pair<std::string, Shape>> Grid(bool quick) {
     grid.push_back({fmt::format("decode {} x @ {}", batch, context),
                     Shape(static_cast<size_t>(batch), SequenceWork{context, 1, true})});
   };
+  auto prompts = [&](int64_t count, int64_t n) {  // several prompts in one step
+    grid.push_back({fmt::format("prefill {} x {} @ 0", count, n),
+                    Shape(static_cast<size_t>(count), SequenceWork{0, n, true})});
+  };
   auto mixed = [&](int64_t chunk, int64_t batch, int64_t context) {
     Shape s(static_cast<size_t>(batch), SequenceWork{context, 1, true});
     s.push_back({0, chunk, false});
@@ -45,6 +49,12 @@ std::vector<std::pair<std::string, Shape>> Grid(bool quick) {
   for (int64_t n : {16, 64, 256, 512, 1024, 2048}) prefill(n, 0);
   prefill(512, 1024);
   prefill(1024, 3072);
+  // Batches of prompts (a step of short-chat, or of prompts after prefix hits): the same rows
+  // as one long prompt with far less attention, which separates the GEMM time from the
+  // attention time.
+  prompts(16, 128);
+  prompts(4, 512);
+  prompts(32, 64);
   for (int64_t b : {1, 2, 4, 8, 16, 32, 64}) decode(b, 128);
   for (int64_t b : {1, 4, 16}) decode(b, 1024);
   // KV footprints from within the caches to far past them (the footprint term's knee and

@@ -32,7 +32,6 @@ class Run {
   // Advances the clock to the next event when nothing was scheduled. False: no event left.
   bool Wait();
   void Step(const scheduler::SchedulerOutput& plan);
-  void MarkSharedPrefixes(const scheduler::SchedulerOutput& plan);
   void Record(const scheduler::SchedulerOutput& plan,
               std::span<const scheduler::SampledToken> sampled,
               std::span<const scheduler::FinishedRequest> finished, double step_seconds);
@@ -48,9 +47,7 @@ class Run {
   size_t done_ = 0;  // requests finished (or failed)
   std::vector<double> last_token_;  // per request: time of its latest token
   std::vector<SequenceWork> batch_;
-  int footprint_group_ = 0;          // the group whose blocks tell shared prefixes
-  std::vector<uint64_t> last_read_;  // per block id of that group: the step that read it
-  uint64_t step_number_ = 0;
+  std::optional<SharedPrefixFinder> shared_;  // with a footprint term in the cost model
   std::vector<scheduler::SampledToken> sampled_;
   SimResult result_;
 };
@@ -79,12 +76,16 @@ Status Run::Init() {
   result_.requests.resize(workload_.size());
   last_token_.assign(workload_.size(), 0.0);
   result_.capacity = kv_->capacity();
-  const auto& groups = setup_.kv_config.groups;
-  for (size_t g = 0; g < groups.size(); ++g) {
-    if (!std::holds_alternative<kv::SlidingWindow>(groups[g].spec)) {
-      footprint_group_ = static_cast<int>(g);
-      break;
+  if (cost_.hardware().kv_spill_bandwidth > 0) {
+    // Shared prefixes from the first full or latent group (a sliding group's leading entries
+    // are null).
+    const auto& groups = setup_.kv_config.groups;
+    int group = 0;
+    while (group + 1 < static_cast<int>(groups.size()) &&
+           std::holds_alternative<kv::SlidingWindow>(groups[group].spec)) {
+      ++group;
     }
+    shared_.emplace(group, setup_.kv_config.block_size);
   }
   return Status::Ok();
 }
@@ -156,36 +157,13 @@ Status Run::Loop() {
   return Status::Ok();
 }
 
-// For the cost model's KV footprint (profiles with one): each sequence's leading blocks that an
-// earlier sequence of the step also reads (prefix-cache sharing), in the first full or latent
-// group (a sliding group's leading entries are null).
-void Run::MarkSharedPrefixes(const scheduler::SchedulerOutput& plan) {
-  if (cost_.hardware().kv_spill_bandwidth <= 0) return;
-  ++step_number_;
-  const int64_t block = setup_.kv_config.block_size;
-  for (size_t i = 0; i < plan.scheduled.size(); ++i) {
-    int64_t leading = 0;
-    bool prefix = true;
-    for (kv::BlockId id : plan.scheduled[i].block_tables.at(footprint_group_)) {
-      if (id == kv::kNullBlock) continue;
-      const auto slot = static_cast<size_t>(id);
-      if (slot >= last_read_.size()) last_read_.resize(slot + 1, 0);
-      prefix = prefix && last_read_[slot] == step_number_;
-      if (prefix) ++leading;
-      last_read_[slot] = step_number_;
-    }
-    SequenceWork& w = batch_[i];
-    w.shared_prefix_tokens = std::min(leading * block, w.num_computed_tokens + w.num_new_tokens);
-  }
-}
-
 // The step: its cost, then the scheduler's update with one token per sampled sequence.
 void Run::Step(const scheduler::SchedulerOutput& plan) {
   batch_.clear();
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
     batch_.push_back({s.num_computed_tokens, s.num_scheduled_tokens, s.needs_sample});
   }
-  MarkSharedPrefixes(plan);
+  if (shared_) shared_->Mark(plan.scheduled, batch_);
   const StepCost cost = cost_.Cost(batch_);
   const double store = tiers_ ? tiers_->TakeStoreSeconds() : 0.0;
   for (int k = 0; k < kNumOpKinds; ++k) {
@@ -258,6 +236,26 @@ SimResult Run::Finish() {
 }
 
 }  // namespace
+
+void SharedPrefixFinder::Mark(std::span<const scheduler::ScheduledRequest> scheduled,
+                              std::span<SequenceWork> batch) {
+  ++step_;
+  for (size_t i = 0; i < scheduled.size(); ++i) {
+    int64_t leading = 0;
+    bool prefix = true;
+    for (kv::BlockId id : scheduled[i].block_tables.at(group_)) {
+      if (id == kv::kNullBlock) continue;
+      const auto slot = static_cast<size_t>(id);
+      if (slot >= last_read_.size()) last_read_.resize(slot + 1, 0);
+      prefix = prefix && last_read_[slot] == step_;
+      if (prefix) ++leading;
+      last_read_[slot] = step_;
+    }
+    SequenceWork& w = batch[i];
+    w.shared_prefix_tokens =
+        std::min(leading * block_size_, w.num_computed_tokens + w.num_new_tokens);
+  }
+}
 
 Result<SimResult> Simulate(const SimSetup& setup, const CostModel& cost,
                            std::span<const RequestSpec> workload) {

@@ -87,6 +87,25 @@ struct SimResult {
   double wall_seconds = 0;                // real time the simulation took
 };
 
+// For the cost model's KV footprint: how many leading context tokens of each sequence of a step
+// are blocks an earlier sequence of the same step also reads (a prefix-cache hit shares them),
+// from one group's block tables (kNullBlock entries skipped), into each SequenceWork's
+// shared_prefix_tokens (capped at its context). Example, block size 16: tables {1 2 3},
+// {1 2 4}, {5 2} give 0, 32 and 0 tokens (the third's first block is its own). O(blocks) per
+// step. Not thread-safe (one per simulation).
+class SharedPrefixFinder {
+ public:
+  SharedPrefixFinder(int group, int64_t block_size) : group_(group), block_size_(block_size) {}
+  void Mark(std::span<const scheduler::ScheduledRequest> scheduled,
+            std::span<SequenceWork> batch);
+
+ private:
+  int group_;
+  int64_t block_size_;
+  std::vector<uint64_t> last_read_;  // per block id: the step that read it
+  uint64_t step_ = 0;
+};
+
 // Runs `workload` (sorted by arrival) to the end. InvalidArgument for a setup the server would
 // refuse (a bad config, a budget below one max-length request); Internal if the system stops
 // making progress (a bug: the scheduler always schedules or waits for a load).

@@ -133,6 +133,28 @@ TEST(Simulator, AnOffloadedPrefixIsLoadedFromTheCpuTier) {
   EXPECT_LT(MustRun(k).stats.prefix_hit_tokens, r.stats.prefix_hit_tokens);
 }
 
+// The footprint's shared prefixes: the leading blocks an earlier sequence of the step read.
+TEST(Simulator, SharedPrefixesAreTheLeadingBlocksAnEarlierSequenceRead) {
+  const std::vector<kv::BlockId> a = {1, 2, 3}, b = {1, 2, 4}, c = {5, 2}, d = {0, 0, 1, 2, 3};
+  std::vector<scheduler::ScheduledRequest> step(4);
+  const std::vector<kv::BlockId>* tables[] = {&a, &b, &c, &d};
+  for (size_t i = 0; i < step.size(); ++i) step[i].block_tables = {*tables[i]};
+  std::vector<SequenceWork> batch = {{47, 1, true}, {40, 8, true}, {31, 1, true}, {60, 1, true}};
+  SharedPrefixFinder finder(0, 16);
+  finder.Mark(step, batch);
+  EXPECT_EQ(batch[0].shared_prefix_tokens, 0);   // the first reader of 1, 2, 3
+  EXPECT_EQ(batch[1].shared_prefix_tokens, 32);  // 1, 2 read by the first
+  EXPECT_EQ(batch[2].shared_prefix_tokens, 0);   // its own first block: no shared prefix
+  EXPECT_EQ(batch[3].shared_prefix_tokens, 48);  // null entries skipped: 1, 2, 3
+  // The next step starts afresh: alone, nothing is shared.
+  finder.Mark(std::span(step).subspan(1, 1), std::span(batch).subspan(1, 1));
+  EXPECT_EQ(batch[1].shared_prefix_tokens, 0);
+  // Capped at the sequence's context.
+  std::vector<SequenceWork> two = {{47, 1, true}, {20, 1, true}};
+  finder.Mark(std::span(step).subspan(0, 2), two);
+  EXPECT_EQ(two[1].shared_prefix_tokens, 21);
+}
+
 TEST(Simulator, SameInputsSameOutputsBitForBit) {
   SimKnobs k = Llama8bOnH200();
   k.engine.kv_cache_bytes = 300ull << 20;
