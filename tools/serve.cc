@@ -1,5 +1,5 @@
 // `kvserve serve MODEL [--host 127.0.0.1] [--port 8000] [--served-model-name NAME]
-// [--api-key KEY] [--chat-template FILE|NAME] [--reasoning-parser deepseek] [engine knobs]`:
+// [--api-key KEY] [--chat-template FILE|NAME] [--reasoning-parser deepseek|openai_gptoss] [engine knobs]`:
 // the OpenAI-compatible HTTP server (src/server/, docs/server.md). Loads the model, prints the
 // KV capacity lines and the address, and serves until SIGTERM / SIGINT, which drains in-flight
 // requests (up to --shutdown-timeout seconds), aborts the rest and exits 0.
@@ -31,7 +31,7 @@ struct ServeFlags {
   std::string model;
   server::ServerOptions server;
   std::string chat_template;       // NAME or FILE; empty: the GGUF's
-  std::string reasoning_parser;    // "" or "deepseek"
+  std::string reasoning_parser;    // "", "deepseek" or "openai_gptoss"
   std::string max_body;            // e.g. "16MiB"
   double shutdown_timeout_s = 10;
   EngineFlags engine_flags;
@@ -92,10 +92,14 @@ Status PrepareConfig(ServeFlags& f) {
     KV_ASSIGN_OR_RETURN(uint64_t bytes, ParseBytes(f.max_body));
     f.server.max_body_bytes = bytes;
   }
-  if (f.reasoning_parser != "" && f.reasoning_parser != "deepseek") {
-    return InvalidArgument("--reasoning-parser must be deepseek");
+  if (f.reasoning_parser != "" && f.reasoning_parser != "deepseek" &&
+      f.reasoning_parser != "openai_gptoss") {
+    return InvalidArgument("--reasoning-parser must be deepseek or openai_gptoss");
   }
-  f.server.reasoning_parser_deepseek = f.reasoning_parser == "deepseek";
+  using server::ReasoningFormat;
+  f.server.reasoning_parser = f.reasoning_parser == "deepseek"        ? ReasoningFormat::kDeepseek
+                              : f.reasoning_parser == "openai_gptoss" ? ReasoningFormat::kHarmony
+                                                                      : ReasoningFormat::kNone;
   if (f.server.served_model_name.empty()) f.server.served_model_name = f.model;
   f.server.max_num_seqs = f.config.max_num_seqs;
   if (f.server.max_waiting_requests < 0) return InvalidArgument("--max-waiting-requests < 0");
@@ -167,8 +171,9 @@ void RegisterServe(CLI::App& app) {
                            : std::string();
       });
   cmd->add_option("--chat-template", f->chat_template,
-                  "chatml|llama2|llama3|mistral|deepseek|gemma|phi3 or a Jinja FILE");
+                  "chatml|llama2|llama3|mistral|deepseek|gemma|phi3|harmony or a Jinja FILE");
   cmd->add_option("--reasoning-parser", f->reasoning_parser, "deepseek: <think> -> "
+                  "reasoning_content; openai_gptoss: gpt-oss's analysis channel -> "
                   "reasoning_content");
   cmd->add_option("--max-waiting-requests", f->server.max_waiting_requests,
                   "queued choices beyond --max-num-seqs before 503")->capture_default_str();

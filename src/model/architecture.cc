@@ -45,6 +45,7 @@ constexpr char kGemma2[] = "gemma2";
 constexpr char kGemma3[] = "gemma3";
 constexpr char kQwen2Moe[] = "qwen2moe";
 constexpr char kQwen3Moe[] = "qwen3moe";
+constexpr char kGptOss[] = "gpt-oss";
 
 template <const char* kName>
 Architecture Dense() {
@@ -75,7 +76,7 @@ Result<gguf::GgufWriter> WriteRandomDeepseek2(std::string_view preset,
   return Deepseek2RandomWriter(spec, weights);
 }
 
-const std::array<Architecture, 10> kArchitectures = {{
+const std::array<Architecture, 11> kArchitectures = {{
     Dense<kLlama>(),
     Dense<kQwen2>(),
     Dense<kQwen3>(),
@@ -84,6 +85,7 @@ const std::array<Architecture, 10> kArchitectures = {{
     Dense<kGemma3>(),
     Dense<kQwen2Moe>(),
     Dense<kQwen3Moe>(),
+    Dense<kGptOss>(),
     {kV41Architecture, ReadV41KvShape, LoadAs<V41Model>, kV41Presets, WriteRandomV41},
     {kDeepseek2Architecture, ReadDeepseek2KvShape, LoadAs<Deepseek2Model>, kDeepseek2Presets,
      WriteRandomDeepseek2},

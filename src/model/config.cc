@@ -162,6 +162,28 @@ Status ReadQwen3Moe(const gguf::GgufFile& file, ModelConfig& c) {
   return Status::Ok();
 }
 
+// gpt-oss (llama.cpp's openai-moe): see config.h. Layer l slides over attention.sliding_window
+// tokens when l % 2 == 0; sliding layers may have their own rope.freq_base_swa.
+Status ReadGptOss(const gguf::GgufFile& file, ModelConfig& c) {
+  c.rope_style = RopeStyle::kNeox;
+  c.attn_sinks = true;
+  c.output_bias = true;
+  KV_ASSIGN_OR_RETURN(int64_t window, WindowKey(file, c.architecture, std::nullopt));
+  SetSlidingPattern(c, 2, window);
+  KV_ASSIGN_OR_RETURN(c.rope_freq_base_sliding,
+                      file.GetFloatOr(c.architecture + ".rope.freq_base_swa", c.rope_freq_base));
+  KV_ASSIGN_OR_RETURN(MoeConfig moe, ReadMoeConfig(file, c.architecture));
+  moe.shared_ffn_dim = 0;
+  moe.gating = ExpertGating::kSoftmaxWeight;
+  moe.norm_topk = false;
+  moe.weights_scale = 0.0f;
+  moe.biases = true;
+  moe.activation = ExpertActivation::kSwigluOai;
+  moe.norm_tensor = "post_attention_norm";
+  c.moe = moe;
+  return Status::Ok();
+}
+
 struct DenseArchitecture {
   std::string_view name;
   Status (*read)(const gguf::GgufFile& file, ModelConfig& c);
@@ -170,7 +192,7 @@ struct DenseArchitecture {
 constexpr DenseArchitecture kDenseArchitectures[] = {
     {"llama", ReadLlama},       {"qwen2", ReadQwen2},       {"qwen3", ReadQwen3},
     {"phi3", ReadPhi3},         {"gemma2", ReadGemma2},     {"gemma3", ReadGemma3},
-    {"qwen2moe", ReadQwen2Moe}, {"qwen3moe", ReadQwen3Moe},
+    {"qwen2moe", ReadQwen2Moe}, {"qwen3moe", ReadQwen3Moe}, {"gpt-oss", ReadGptOss},
 };
 
 const DenseArchitecture* FindDense(std::string_view name) {
@@ -189,9 +211,18 @@ Status ReadRopeScaling(const gguf::GgufFile& file, const std::string& arch, Mode
       return InvalidArgument(
           fmt::format("rope.scaling.factor {} must be positive", c.rope_linear_scale));
     }
+  } else if (scaling == "yarn") {
+    KV_ASSIGN_OR_RETURN(c.yarn.factor, file.GetFloatOr(arch + ".rope.scaling.factor", 1.0));
+    KV_ASSIGN_OR_RETURN(c.yarn.beta_fast,
+                        file.GetFloatOr(arch + ".rope.scaling.yarn_beta_fast", 32.0));
+    KV_ASSIGN_OR_RETURN(c.yarn.beta_slow,
+                        file.GetFloatOr(arch + ".rope.scaling.yarn_beta_slow", 1.0));
+    if (!(c.yarn.factor >= 1.0) || !(c.yarn.beta_fast > 0.0) || !(c.yarn.beta_slow > 0.0)) {
+      return InvalidArgument("yarn rope.scaling.factor must be >= 1 and its betas positive");
+    }
   } else if (scaling != "none" && scaling != "longrope") {
-    return InvalidArgument(
-        fmt::format("rope.scaling.type '{}' is not supported (none, linear, longrope)", scaling));
+    return InvalidArgument(fmt::format(
+        "rope.scaling.type '{}' is not supported (none, linear, yarn, longrope)", scaling));
   }
   KV_ASSIGN_OR_RETURN(c.rope_attn_factor, file.GetFloatOr(arch + ".rope.scaling.attn_factor", 1.0));
   KV_ASSIGN_OR_RETURN(
@@ -199,6 +230,10 @@ Status ReadRopeScaling(const gguf::GgufFile& file, const std::string& arch, Mode
       file.GetIntOr(arch + ".rope.scaling.original_context_length", c.context_length));
   if (!(c.rope_attn_factor > 0.0)) {
     return InvalidArgument("rope.scaling.attn_factor must be positive");
+  }
+  c.yarn.orig_ctx = c.rope_original_context;
+  if (c.yarn.factor > 1.0 && c.yarn.orig_ctx <= 0) {
+    return InvalidArgument("yarn needs a positive rope.scaling.original_context_length");
   }
   return Status::Ok();
 }
@@ -268,9 +303,9 @@ Status ReadTensorFlags(const gguf::GgufFile& file, ModelConfig& c) {
   c.vocab_size = embd->dims[1];
   c.tied_output = !Has(file, "output.weight");
   c.fused_qkv = c.architecture == "phi3" && Has(file, "blk.0.attn_qkv.weight");
-  if (c.architecture == "llama" || c.architecture == "qwen2moe") {
+  if (c.architecture == "llama" || c.architecture == "qwen2moe" || c.architecture == "gpt-oss") {
     c.qkv_bias = Has(file, "blk.0.attn_q.bias");
-    c.output_bias = Has(file, "blk.0.attn_output.bias");
+    c.output_bias = c.output_bias || Has(file, "blk.0.attn_output.bias");  // gpt-oss: required
   }
   if (Has(file, "rope_freqs.weight")) {
     c.rope_factors_short = c.rope_factors_long = "rope_freqs.weight";
@@ -303,6 +338,7 @@ Status CheckAttentionTensors(const gguf::GgufFile& file, const ModelConfig& c,
   }
   KV_RETURN_IF_ERROR(CheckTensor(file, p + "attn_output.weight", {q, c.dim}));
   if (c.output_bias) KV_RETURN_IF_ERROR(CheckTensor(file, p + "attn_output.bias", {c.dim}));
+  if (c.attn_sinks) KV_RETURN_IF_ERROR(CheckTensor(file, p + "attn_sinks.weight", {c.num_heads}));
   if (c.post_norms)
     KV_RETURN_IF_ERROR(CheckTensor(file, p + "post_attention_norm.weight", {c.dim}));
   return Status::Ok();

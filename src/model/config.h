@@ -20,6 +20,12 @@
 //           scaled by sigmoid(ffn_gate_inp_shexp . n) (model/moe.h)
 //   qwen3moe qwen3's attention and a mixture of experts on every layer: softmax router, top-k
 //           weights normalised to sum 1 (llama.cpp's graph does so whatever the metadata)
+//   gpt-oss (llama.cpp LLM_ARCH_OPENAI_MOE) NEOX RoPE with YaRN scaling, q/k/v/o biases,
+//           attention sinks (blk.N.attn_sinks.weight, one logit per query head), a 128-token
+//           sliding window on even layers (full attention on odd ones), and on every layer a
+//           mixture of experts: router with bias, experts chosen by logit and weighted by a
+//           softmax over the chosen ones, expert biases, the clamped SwiGLU (alpha 1.702,
+//           limit 7); its FFN norm is named post_attention_norm
 // Gemma's RMSNorm (1 + w) is already folded into the weights by llama.cpp's converter, so
 // every norm here is RMSNorm(x) * w.
 #pragma once
@@ -63,6 +69,8 @@ struct ModelConfig {
   // rope_original_context. Empty: none.
   std::string rope_factors_short, rope_factors_long;
   int64_t rope_original_context = 0;  // {arch}.rope.scaling.original_context_length
+  // rope.scaling.type "yarn": factor, original context, beta_fast / beta_slow (factor 1: none).
+  kernels::YarnParams yarn;
 
   // Attention.
   float attention_scale = 1.0f;       // multiplies q . k
@@ -72,6 +80,7 @@ struct ModelConfig {
   bool output_bias = false;           // blk.N.attn_output.bias
   bool qk_norm = false;               // blk.N.attn_{q,k}_norm.weight: (head_dim) per head
   bool fused_qkv = false;             // blk.N.attn_qkv.weight: rows q | k | v
+  bool attn_sinks = false;            // blk.N.attn_sinks.weight: (num_heads) sink logits
 
   // FFN and the rest.
   FfnActivation activation = FfnActivation::kSilu;

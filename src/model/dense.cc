@@ -36,6 +36,7 @@ kernels::RopeParams RopeOf(const ModelConfig& c, const gguf::GgufFile& file, int
   rope.freq_base = c.IsSliding(layer) ? c.rope_freq_base_sliding : c.rope_freq_base;
   rope.linear_scale = c.IsSliding(layer) ? c.rope_linear_scale_sliding : c.rope_linear_scale;
   rope.attn_factor = c.rope_attn_factor;
+  rope.yarn = c.yarn;
   const std::string& factors =
       max_context_tokens > c.rope_original_context ? c.rope_factors_long : c.rope_factors_short;
   if (!factors.empty()) rope.freq_factors = BindVector(file, factors);
@@ -79,6 +80,7 @@ DenseModel::DenseModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig c
     shape.scale = c.attention_scale;
     if (c.IsSliding(l)) shape.window = c.layer_window[l];
     shape.softcap = c.attn_softcap;
+    if (c.attn_sinks) shape.sinks = BindVector(*file_, fmt::format("blk.{}.attn_sinks.weight", l));
     shapes_.push_back(shape);
     ropes_.push_back(RopeOf(c, *file_, l, *options_.max_context_tokens));
   }

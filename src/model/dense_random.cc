@@ -19,11 +19,13 @@ struct ArchTensors {
   bool qk_norm = false;        // qwen3, gemma3
   bool post_norms = false;     // gemma2, gemma3
   bool fused_gate_up = false;  // phi3
+  bool gpt_oss = false;        // o bias, sinks, FFN norm "post_attention_norm", MoE biases
 };
 
 ArchTensors TensorsOf(std::string_view arch) {
   ArchTensors t;
-  t.qkv_bias = arch == "qwen2" || arch == "qwen2moe";
+  t.gpt_oss = arch == "gpt-oss";
+  t.qkv_bias = arch == "qwen2" || arch == "qwen2moe" || t.gpt_oss;
   t.qk_norm = arch == "qwen3" || arch == "qwen3moe" || arch == "gemma3";
   t.post_norms = arch == "gemma2" || arch == "gemma3";
   t.fused_gate_up = arch == "phi3";
@@ -32,6 +34,7 @@ ArchTensors TensorsOf(std::string_view arch) {
 
 VocabFamily DefaultVocab(std::string_view arch) {
   if (arch == "qwen2" || arch == "qwen2moe") return VocabFamily::kQwen2;
+  if (arch == "gpt-oss") return VocabFamily::kGptOss;
   if (arch == "qwen3" || arch == "qwen3moe") return VocabFamily::kQwen3;
   if (arch == "phi3") return VocabFamily::kPhi3;
   if (arch == "gemma2" || arch == "gemma3") return VocabFamily::kGemma;
@@ -80,6 +83,11 @@ void SetMetadata(const DenseSpec& s, tensor::DType type, std::optional<uint32_t>
     w.Set(key("rope.scaling.original_context_length"), u32(original));
     w.Set(key("rope.scaling.attn_factor"),
           Value::F32(static_cast<float>(Phi3AttnFactor(s.context_length, original))));
+  }
+  if (s.yarn) {
+    w.Set(key("rope.scaling.type"), Value::Str("yarn"));
+    w.Set(key("rope.scaling.factor"), Value::F32(static_cast<float>(s.yarn->factor)));
+    w.Set(key("rope.scaling.original_context_length"), u32(s.yarn->orig_ctx));
   }
   if (s.sliding_window) w.Set(key("attention.sliding_window"), u32(*s.sliding_window));
   if (s.attn_softcap) {
@@ -168,6 +176,10 @@ Status AddAttention(const DenseSpec& s, const ArchTensors& a, const std::string&
     KV_RETURN_IF_ERROR(t.Norm(p + "attn_k_norm.weight", s.HeadDim()));
   }
   KV_RETURN_IF_ERROR(t.Matrix(p + "attn_output.weight", s.QDim(), s.dim, Scaled(s.QDim())));
+  if (a.gpt_oss) {  // sinks around the scores' scale, so that they matter
+    KV_RETURN_IF_ERROR(t.Vector(p + "attn_output.bias", s.dim, 0.1f));
+    KV_RETURN_IF_ERROR(t.Vector(p + "attn_sinks.weight", s.num_heads, 2.0f));
+  }
   if (a.post_norms) KV_RETURN_IF_ERROR(t.Norm(p + "post_attention_norm.weight", s.dim));
   return Status::Ok();
 }
@@ -181,6 +193,12 @@ Status AddMoe(const DenseSpec& s, const std::string& p, RandomTensorWriter& t) {
   KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_gate_exps.weight", s.dim, f, e, Scaled(s.dim)));
   KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_up_exps.weight", s.dim, f, e, Scaled(s.dim)));
   KV_RETURN_IF_ERROR(t.Stacked(p + "ffn_down_exps.weight", f, s.dim, e, Scaled(f)));
+  if (m.biases) {  // gpt-oss: (E) and (E, n) F32 arrays (DenseRandomWriter keeps *.bias F32)
+    KV_RETURN_IF_ERROR(t.Vector(p + "ffn_gate_inp.bias", e, 0.5f));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_gate_exps.bias", f, e, 0.1f));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up_exps.bias", f, e, 0.1f));
+    KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_down_exps.bias", s.dim, e, 0.1f));
+  }
   if (m.shared_ffn_dim == 0) return Status::Ok();
   const int64_t sf = m.shared_ffn_dim;
   KV_RETURN_IF_ERROR(t.Vector(p + "ffn_gate_inp_shexp.weight", s.dim, Scaled(s.dim)));
@@ -191,7 +209,8 @@ Status AddMoe(const DenseSpec& s, const std::string& p, RandomTensorWriter& t) {
 
 Status AddFfn(const DenseSpec& s, const ArchTensors& a, const std::string& p,
               RandomTensorWriter& t) {
-  KV_RETURN_IF_ERROR(t.Norm(p + "ffn_norm.weight", s.dim));
+  KV_RETURN_IF_ERROR(
+      t.Norm(p + (a.gpt_oss ? "post_attention_norm" : "ffn_norm") + ".weight", s.dim));
   if (s.moe) return AddMoe(s, p, t);
   if (a.fused_gate_up) {
     KV_RETURN_IF_ERROR(t.Matrix(p + "ffn_up.weight", s.dim, 2 * s.ffn_dim, Scaled(s.dim)));
@@ -227,6 +246,8 @@ constexpr std::array<std::string_view, 3> kQwen3Presets = {"tiny", "tiny-256", "
 constexpr std::array<std::string_view, 3> kGemma3Presets = {"tiny", "tiny-256", "gemma3-1b"};
 constexpr std::array<std::string_view, 2> kQwen2MoePresets = {"tiny", "small"};
 constexpr std::array<std::string_view, 3> kQwen3MoePresets = {"tiny", "small", "qwen3-30b-a3b"};
+constexpr std::array<std::string_view, 4> kGptOssPresets = {"tiny", "small", "gpt-oss-20b",
+                                                            "gpt-oss-120b"};
 constexpr std::string_view kWideSuffix = "-256";
 
 // The shape fields of a spec; head_dim 0 = dim / heads (no attention.key_length written).
@@ -323,8 +344,40 @@ std::optional<DenseSpec> MoePreset(std::string_view arch, std::string_view prese
   return s;
 }
 
+// gpt-oss (config.json of gpt-oss-20b: hidden 2880, 24 layers, 64 heads of 64, 8 KV heads,
+// 32 experts of 2880, 4 per token, 201,088 tokens, 131,072 positions from 4,096 by YaRN 32,
+// rope theta 150,000, 128-token windows on even layers; gpt-oss-120b: 36 layers, 128 experts).
+// tiny: 16-token windows so that short prompts slide; small: rows of whole 256-value blocks.
+std::optional<DenseSpec> GptOssPreset(std::string_view preset) {
+  DenseSpec s;
+  if (preset == "tiny") {
+    s = Shape("gpt-oss", "tiny", 128, 4, 8, 2, 128, 1024, 4096, 32);
+    s.moe = Experts(8, 4, 64);
+    s.yarn = kernels::YarnParams{32.0, 128};
+    s.sliding_window = 16;
+  } else if (preset == "small") {
+    s = Shape("gpt-oss", "small", 1024, 12, 16, 4, 512, 32000, 8192, 64);
+    s.moe = Experts(32, 4, 512);
+    s.yarn = kernels::YarnParams{32.0, 256};
+    s.sliding_window = 128;
+  } else if (preset == "gpt-oss-20b" || preset == "gpt-oss-120b") {
+    const bool big = preset == "gpt-oss-120b";
+    s = Shape("gpt-oss", preset, 2880, big ? 36 : 24, 64, 8, 2880, 201088, 131072, 64);
+    s.moe = Experts(big ? 128 : 32, 4, 2880);
+    s.yarn = kernels::YarnParams{32.0, 4096};
+    s.sliding_window = 128;
+    s.shape_only = true;
+  } else {
+    return std::nullopt;
+  }
+  s.moe->biases = true;
+  s.rope_freq_base = 150000.0;
+  return s;
+}
+
 std::optional<DenseSpec> OtherPreset(std::string_view arch, std::string_view preset) {
   if (arch == "qwen2moe" || arch == "qwen3moe") return MoePreset(arch, preset);
+  if (arch == "gpt-oss") return GptOssPreset(preset);
   DenseSpec s;
   s.arch = std::string(arch);
   s.name = std::string(preset);
@@ -410,6 +463,7 @@ std::span<const std::string_view> DensePresets(std::string_view arch) {
   if (arch == "qwen2" || arch == "phi3" || arch == "gemma2") return kTinyOnly;
   if (arch == "qwen2moe") return kQwen2MoePresets;
   if (arch == "qwen3moe") return kQwen3MoePresets;
+  if (arch == "gpt-oss") return kGptOssPresets;
   return {};
 }
 
@@ -442,6 +496,10 @@ Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWe
   if (spec.moe && (spec.moe->top_k < 1 || spec.moe->top_k > spec.moe->num_experts)) {
     return InvalidArgument("dense spec: experts used must be in [1, experts]");
   }
+  const bool gpt_oss = spec.arch == "gpt-oss";
+  if (gpt_oss && (!spec.moe || !spec.sliding_window)) {
+    return InvalidArgument("a gpt-oss spec needs experts and a sliding window");
+  }
   gguf::GgufWriter w;
   SetMetadata(spec, weights.TypeOf("blk.0.attn_q.weight", spec.dim, spec.QDim()), weights.file_type,
               w);
@@ -457,7 +515,9 @@ Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWe
   // Routers stay F32, as llama.cpp's quantize leaves ffn_gate_inp (and 1-D tensors) unquantized.
   RandomWeights typed = weights;
   typed.type_of = [&weights](std::string_view name, int64_t row_len, int64_t rows) {
-    if (name.find("ffn_gate_inp") != std::string_view::npos) return tensor::DType::kF32;
+    if (name.find("ffn_gate_inp") != std::string_view::npos || name.ends_with(".bias")) {
+      return tensor::DType::kF32;  // (gpt-oss's biases: 2-D F32 arrays)
+    }
     return weights.TypeOf(name, row_len, rows);
   };
   RandomTensorWriter tensors(w, typed);

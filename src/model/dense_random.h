@@ -12,6 +12,7 @@
 
 #include "core/status.h"
 #include "gguf/gguf.h"
+#include "kernels/cpu/ops.h"
 #include "model/moe_config.h"
 #include "model/random_vocab.h"
 #include "model/random_weights.h"
@@ -31,7 +32,7 @@ struct Llama3RopeScaling {
 
 struct DenseSpec {
   std::string arch = "llama";   // general.architecture: llama qwen2 qwen3 phi3 gemma2 gemma3
-                                // qwen2moe qwen3moe
+                                // qwen2moe qwen3moe gpt-oss
   std::string name = "custom";  // written as general.name "kvserve-random-<name>"
   int64_t dim = 64;
   int64_t num_layers = 2;
@@ -48,7 +49,8 @@ struct DenseSpec {
   std::optional<double> rope_linear_scale;       // rope.scaling.type "linear" when set
   std::optional<Llama3RopeScaling> llama3_rope;  // llama: rope_freqs.weight
   bool rope_factors = false;  // phi3: rope_factors_short/long.weight and their attn_factor
-  std::optional<int64_t> sliding_window;  // gemma2 / gemma3 attention.sliding_window
+  std::optional<kernels::YarnParams> yarn;  // rope.scaling.type "yarn" (gpt-oss)
+  std::optional<int64_t> sliding_window;  // gemma2 / gemma3 / gpt-oss attention.sliding_window
   std::optional<double> attn_softcap;     // gemma2 attn_logit_softcapping
   std::optional<double> final_softcap;    // gemma2 final_logit_softcapping
   bool fused_qkv = false;                 // phi3: attn_qkv.weight instead of q, k, v
@@ -77,7 +79,8 @@ std::span<const std::string_view> DensePresets(std::string_view arch);
 // "llama3-tiny" (BPE vocabulary, Llama 3 rope scaling, GQA 4:1) and "llama3-tiny-256"; qwen3
 // has "qwen3-0.6b" and gemma3 "gemma3-1b" (the published shapes, 151,936 and 262,144 tokens);
 // qwen2moe and qwen3moe have "small" (~0.5-1B parameters, every row a multiple of 256 values,
-// for speed work) and qwen3moe "qwen3-30b-a3b" (the published shape, metadata only).
+// for speed work) and qwen3moe "qwen3-30b-a3b" (the published shape, metadata only); gpt-oss
+// has "tiny", "small" and the published "gpt-oss-20b" / "gpt-oss-120b" (metadata only).
 Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset);
 
 // The model's metadata, weights and, when vocab_size >= 300, its family's vocabulary and chat
@@ -85,7 +88,8 @@ Result<DenseSpec> FindDensePreset(std::string_view arch, std::string_view preset
 // activations keep their scale; biases uniform in [-0.1, 0.1); the output with variance 4/dim,
 // so logits have standard deviation ~2 (peaked, not degenerate); embeddings with standard
 // deviation embedding_std; routers (ffn_gate_inp*, kept F32 as llama.cpp's quantize does)
-// with 6x the matrices' bound, so routing is decisive. InvalidArgument for an inconsistent
+// with 6x the matrices' bound, so routing is decisive; biases and gpt-oss's sinks F32 (its
+// published MXFP4 experts: make-model --type mxfp4_moe, llama.cpp's quantize mix). InvalidArgument for an inconsistent
 // spec.
 Result<gguf::GgufWriter> DenseRandomWriter(const DenseSpec& spec, const RandomWeights& weights);
 

@@ -38,6 +38,15 @@ Status CheckTensor(const gguf::GgufFile& file, const std::string& name, std::vec
   return Status::Ok();
 }
 
+// CheckTensor, and the tensor must be F32 whatever its rank (bias arrays).
+Status CheckF32(const gguf::GgufFile& file, const std::string& name, std::vector<int64_t> dims) {
+  KV_RETURN_IF_ERROR(CheckTensor(file, name, dims));
+  if (*file.FindTensor(name)->dtype != tensor::DType::kF32) {
+    return InvalidArgument(fmt::format("tensor '{}' must be f32", name));
+  }
+  return Status::Ok();
+}
+
 }  // namespace
 
 std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file,
@@ -56,9 +65,15 @@ std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file,
 
 MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& c, int layer) {
   MoeWeights w;
-  w.norm = BindVector(file, LayerName(layer, "ffn_norm.weight"));
+  w.norm = BindVector(file, LayerName(layer, c.norm_tensor + ".weight"));
   w.router = BindMatrix(file, LayerName(layer, "ffn_gate_inp.weight"));
   if (c.selection_bias) w.selection_bias = BindVector(file, LayerName(layer, "exp_probs_b.bias"));
+  if (c.biases) {
+    w.router_bias = BindVector(file, LayerName(layer, "ffn_gate_inp.bias"));
+    w.gate_bias = BindVector(file, LayerName(layer, "ffn_gate_exps.bias"));
+    w.up_bias = BindVector(file, LayerName(layer, "ffn_up_exps.bias"));
+    w.down_bias = BindVector(file, LayerName(layer, "ffn_down_exps.bias"));
+  }
   w.gate = BindExperts(file, LayerName(layer, "ffn_gate_exps.weight"));
   w.up = BindExperts(file, LayerName(layer, "ffn_up_exps.weight"));
   w.down = BindExperts(file, LayerName(layer, "ffn_down_exps.weight"));
@@ -77,7 +92,7 @@ MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& c, int layer) {
 
 Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t dim, int layer) {
   const int64_t e = c.num_experts, f = c.expert_ffn_dim, s = c.shared_ffn_dim;
-  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_norm.weight"), {dim}));
+  KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, c.norm_tensor + ".weight"), {dim}));
   const std::string router = LayerName(layer, "ffn_gate_inp.weight");
   KV_RETURN_IF_ERROR(CheckTensor(file, router, {dim, e}));
   const tensor::DType router_type = *file.FindTensor(router)->dtype;
@@ -92,6 +107,12 @@ Status CheckMoeTensors(const gguf::GgufFile& file, const MoeConfig& c, int64_t d
   KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_exps.weight"), {dim, f, e}));
   KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_exps.weight"), {dim, f, e}));
   KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_down_exps.weight"), {f, dim, e}));
+  if (c.biases) {  // F32, 2-D ones included (CheckF32)
+    KV_RETURN_IF_ERROR(CheckF32(file, LayerName(layer, "ffn_gate_inp.bias"), {e}));
+    KV_RETURN_IF_ERROR(CheckF32(file, LayerName(layer, "ffn_gate_exps.bias"), {f, e}));
+    KV_RETURN_IF_ERROR(CheckF32(file, LayerName(layer, "ffn_up_exps.bias"), {f, e}));
+    KV_RETURN_IF_ERROR(CheckF32(file, LayerName(layer, "ffn_down_exps.bias"), {dim, e}));
+  }
   if (s > 0) {
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_gate_shexp.weight"), {dim, s}));
     KV_RETURN_IF_ERROR(CheckTensor(file, LayerName(layer, "ffn_up_shexp.weight"), {dim, s}));
@@ -165,7 +186,9 @@ void RouteToken(const MoeConfig& c, const float* selection_bias, const float* lo
   float probs[1024];
   float select[1024];
   CHECK_LE(e_count, 1024);
-  if (c.gating == ExpertGating::kSoftmax) {
+  if (c.gating == ExpertGating::kSoftmaxWeight) {
+    std::copy_n(logits, e_count, probs);
+  } else if (c.gating == ExpertGating::kSoftmax) {
     float max_value = logits[0];
     for (int64_t e = 1; e < e_count; ++e) max_value = std::max(max_value, logits[e]);
     double sum = 0;
@@ -191,6 +214,16 @@ void RouteToken(const MoeConfig& c, const float* selection_bias, const float* lo
     chosen[k] = idx[k];
     weights[k] = probs[idx[k]];
     sum += weights[k];
+  }
+  if (c.gating == ExpertGating::kSoftmaxWeight) {  // softmax over the k chosen logits
+    const float top = *std::max_element(weights, weights + c.top_k);
+    float total = 0.0f;
+    for (int64_t k = 0; k < c.top_k; ++k) {
+      weights[k] = std::exp(weights[k] - top);
+      total += weights[k];
+    }
+    const float inv = 1.0f / total;
+    for (int64_t k = 0; k < c.top_k; ++k) weights[k] *= inv;
   }
   if (c.norm_topk) {
     sum = std::max(sum, 6.103515625e-5f);  // llama.cpp's clamp (the smallest normal f16)
@@ -222,16 +255,38 @@ void GroupByExpert(const MoeConfig& c, int64_t n, int64_t dim, const float* xb, 
   }
 }
 
+// One expert's biases (null: none): gate and up (ffn), down (dim).
+struct ExpertBiases {
+  const float* gate = nullptr;
+  const float* up = nullptr;
+  const float* down = nullptr;
+};
+
+void AddBias(const float* bias, float* rows_data, int64_t rows, int64_t n) {
+  if (bias == nullptr) return;
+  for (int64_t r = 0; r < rows; ++r) kernels::AddInPlace(rows_data + r * n, bias, n);
+}
+
 void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
-               const kernels::WeightMatrix& down, const float* in, int64_t rows, float* g, float* u,
+               const kernels::WeightMatrix& down, const ExpertBiases& bias,
+               ExpertActivation activation, const float* in, int64_t rows, float* g, float* u,
                float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t ffn = gate.rows;
   kernels::MatMul(gate, in, rows, g, pool, scratch);
   kernels::MatMul(up, in, rows, u, pool, scratch);
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
-    for (size_t r = begin; r < end; ++r) kernels::SiluMul(g + r * ffn, u + r * ffn, ffn);
+    for (size_t r = begin; r < end; ++r) {
+      AddBias(bias.gate, g + r * ffn, 1, ffn);
+      AddBias(bias.up, u + r * ffn, 1, ffn);
+      if (activation == ExpertActivation::kSwigluOai) {
+        kernels::SwigluOaiMul(g + r * ffn, u + r * ffn, ffn);
+      } else {
+        kernels::SiluMul(g + r * ffn, u + r * ffn, ffn);
+      }
+    }
   });
   kernels::MatMul(down, g, rows, out, pool, scratch);
+  AddBias(bias.down, out, rows, down.rows);
 }
 
 }  // namespace
@@ -245,6 +300,7 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
   kernels::MatMul(w.router, act.xb.data(), n, buf.logits.data(), pool, scratch);
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
+      AddBias(w.router_bias, buf.logits.data() + t * c.num_experts, 1, c.num_experts);
       RouteToken(c, w.selection_bias, buf.logits.data() + t * c.num_experts,
                  buf.chosen.data() + t * k_count, buf.weights.data() + t * k_count);
     }
@@ -254,8 +310,13 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
   for (int64_t e = 0; e < c.num_experts; ++e) {
     const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
     if (rows == 0) continue;
-    ExpertFfn(w.gate[e], w.up[e], w.down[e], buf.in.data() + first * dim, rows, buf.gate.data(),
-              buf.up.data(), buf.out.data() + first * dim, scratch, pool);
+    ExpertBiases bias;
+    if (c.biases) {
+      bias = {w.gate_bias + e * c.expert_ffn_dim, w.up_bias + e * c.expert_ffn_dim,
+              w.down_bias + e * dim};
+    }
+    ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, buf.in.data() + first * dim, rows,
+              buf.gate.data(), buf.up.data(), buf.out.data() + first * dim, scratch, pool);
   }
   // 3. y = sum_k w_k * expert_k(n), k in order (act.proj).
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
@@ -274,8 +335,8 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
   });
   // 4. Shared experts, then the residual.
   if (c.shared_ffn_dim > 0) {
-    ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, act.xb.data(), n,
-              buf.gate.data(), buf.up.data(), buf.out.data(), scratch, pool);
+    ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, {}, c.activation,
+              act.xb.data(), n, buf.gate.data(), buf.up.data(), buf.out.data(), scratch, pool);
     if (c.shared_gate) {
       kernels::MatMul(w.shared_gate, act.xb.data(), n, buf.shared_gate.data(), pool, scratch);
     }

@@ -3,10 +3,13 @@
 //
 //   n       = RMSNorm(x) * ffn_norm                                        (T, dim)
 //   logits  = Wrouter n (+ router bias)                                    (T, E)
-//   probs   = softmax(logits) | sigmoid(logits)                            (T, E)
+//   probs   = softmax(logits) | sigmoid(logits) | logits (softmax_weight)  (T, E)
 //   chosen  = top_k of probs (+ selection bias), ties by the lower expert index
-//   w_k     = probs[chosen_k]; / sum_k w_k when norm_topk; * weights_scale when set
-//   y       = sum_k w_k * Wdown_e (silu(Wgate_e n) * (Wup_e n))   e = chosen_k, k = 0, 1, ...
+//   w_k     = probs[chosen_k]; / sum_k w_k when norm_topk; * weights_scale when set;
+//             softmax_weight (gpt-oss): w = softmax over the k chosen logits
+//   y       = sum_k w_k * (Wdown_e act(Wgate_e n + bg_e, Wup_e n + bu_e) + bd_e)
+//             e = chosen_k, k = 0, 1, ...; act = silu(g) * u or the clamped SwiGLU; the
+//             expert biases b*_e only where MoeConfig::biases (gpt-oss)
 //   y      += shared experts' FFN(n) (* sigmoid(Wshared_gate n) when it has a gate)
 //   x      += y
 //
@@ -38,6 +41,10 @@ struct MoeWeights {
   const float* norm = nullptr;                           // (dim)
   kernels::WeightMatrix router;                          // (E, dim): ffn_gate_inp
   const float* selection_bias = nullptr;                 // (E) or null
+  const float* router_bias = nullptr;                    // (E) or null (gpt-oss)
+  const float* gate_bias = nullptr;                      // (E, ffn) or null (gpt-oss)
+  const float* up_bias = nullptr;                        // (E, ffn) or null
+  const float* down_bias = nullptr;                      // (E, dim) or null
   std::vector<kernels::WeightMatrix> gate, up, down;     // (E): (ffn, dim) x2, (dim, ffn)
   kernels::WeightMatrix shared_gate_up[2], shared_down;  // gate, up (sffn, dim); (dim, sffn)
   kernels::WeightMatrix shared_gate;                     // (1, dim): ffn_gate_inp_shexp
@@ -47,7 +54,8 @@ struct MoeWeights {
 // note: the config reader checked the tensor (CHECKed here).
 std::vector<kernels::WeightMatrix> BindExperts(const gguf::GgufFile& file, const std::string& name);
 // Binds layer `layer`'s MoE tensors by llama.cpp's names (ffn_gate_inp, ffn_{gate,up,down}_exps,
-// exp_probs_b.bias, ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp).
+// exp_probs_b.bias, ffn_{gate,up,down}_shexp, ffn_gate_inp_shexp, and with biases
+// ffn_gate_inp.bias, ffn_{gate,up,down}_exps.bias).
 MoeWeights BindMoe(const gguf::GgufFile& file, const MoeConfig& config, int layer);
 
 // Checks layer `layer`'s MoE tensors exist with the shapes of `config` and a dtype the matmul

@@ -12,8 +12,13 @@
 
 namespace kvserve::model {
 
-// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid.
-enum class ExpertGating { kSoftmax = 1, kSigmoid = 2 };
+// llama.cpp's expert_gating_func: 1 softmax, 2 sigmoid, 3 softmax over the chosen experts'
+// logits only (SOFTMAX_WEIGHT: gpt-oss; experts chosen by the raw logits).
+enum class ExpertGating { kSoftmax = 1, kSigmoid = 2, kSoftmaxWeight = 3 };
+
+// The experts' gated activation: SiLU (SwiGLU), or gpt-oss's clamped SwiGLU
+// (kernels::SwigluOaiMul).
+enum class ExpertActivation { kSilu, kSwigluOai };
 
 struct MoeConfig {
   int64_t num_experts = 0;     // {arch}.expert_count
@@ -25,6 +30,12 @@ struct MoeConfig {
   bool norm_topk = false;       // {arch}.expert_weights_norm
   float weights_scale = 0.0f;   // {arch}.expert_weights_scale; 0: none
   bool selection_bias = false;  // blk.N.exp_probs_b.bias (DeepSeek-V3)
+  // gpt-oss: biases on the router (ffn_gate_inp.bias, (E)) and on every expert's projections
+  // (ffn_{gate,up}_exps.bias (E, ffn), ffn_down_exps.bias (E, dim)).
+  bool biases = false;
+  ExpertActivation activation = ExpertActivation::kSilu;
+  // The FFN's input norm, blk.N.<norm_tensor>.weight: gpt-oss calls it post_attention_norm.
+  std::string norm_tensor = "ffn_norm";
 };
 
 // Reads the MoE keys of `arch` (expert_count, expert_used_count, expert_feed_forward_length,

@@ -10,7 +10,7 @@ namespace {
 
 using tensor::DType;
 
-constexpr std::array<FileTypeInfo, 16> kFileTypes = {{
+constexpr std::array<FileTypeInfo, 17> kFileTypes = {{
     {FileType::kF32, "f32", 0, DType::kF32, false},
     {FileType::kF16, "f16", 1, DType::kF16, false},
     {FileType::kBF16, "bf16", 32, DType::kBF16, false},
@@ -27,6 +27,7 @@ constexpr std::array<FileTypeInfo, 16> kFileTypes = {{
     {FileType::kQ6_K, "q6_k", 18, DType::kQ6_K, true},
     {FileType::kIQ4_NL, "iq4_nl", 25, DType::kIQ4_NL, true},
     {FileType::kIQ4_XS, "iq4_xs", 30, DType::kIQ4_XS, true},
+    {FileType::kMXFP4_MOE, "mxfp4_moe", 38, DType::kMXFP4, true},
 }};
 
 constexpr bool InEnumOrder() {
@@ -124,9 +125,12 @@ DType FfnDownType(FileType f, DType t, int64_t i, int64_t n) {
 }
 
 // llama_tensor_get_type_impl for the file types above (dense, no imatrix, not falcon).
+// `experts`: a stacked expert tensor (ggml's ne[2] > 1).
 DType MixedType(FileType f, const QuantMixModel& m, Category category, int64_t row_len,
-                int64_t layer) {
+                int64_t layer, bool experts) {
   const DType base = GetFileTypeInfo(f).base;
+  // MXFP4_MOE: the output (and a tied embedding) too is Q8_0.
+  if (f == FileType::kMXFP4_MOE) return experts ? DType::kMXFP4 : DType::kQ8_0;
   if (category == Category::kOutput || (!m.has_output && category == Category::kTokenEmbd)) {
     if (row_len % tensor::BlockElems(base) != 0) return DType::kQ8_0;
     return base != DType::kQ8_0 ? DType::kQ6_K : base;
@@ -182,8 +186,11 @@ DType QuantTypeFor(FileType type, const QuantMixModel& model, std::string_view n
   if (!AllowsQuantization(name, dims)) return DType::kF32;
   const FileTypeInfo& info = GetFileTypeInfo(type);
   if (!tensor::IsIntegerQuant(info.base)) return info.base;  // f32 / f16 / bf16: no mix
-  const DType t = info.mixed ? MixedType(type, model, CategoryOf(name), dims[0], LayerOf(name))
-                             : info.base;
+  // make-model asks per expert matrix (2-D dims) of a stacked *_exps tensor.
+  const bool experts = (dims.size() > 2 && dims[2] > 1) || name.ends_with("_exps.weight");
+  const DType t = info.mixed
+                      ? MixedType(type, model, CategoryOf(name), dims[0], LayerOf(name), experts)
+                      : info.base;
   return Fallback(t, dims[0]);
 }
 

@@ -38,6 +38,7 @@ namespace kvserve::model {
 enum class FileType {
   kF32, kF16, kBF16, kQ8_0, kQ4_0,  // pure
   kQ4_1, kQ5_0, kQ5_1, kQ2_K, kQ3_K_M, kQ4_K_S, kQ4_K_M, kQ5_K_M, kQ6_K, kIQ4_NL, kIQ4_XS,
+  kMXFP4_MOE,  // experts (3-D *_exps tensors) MXFP4, every other matrix Q8_0
 };
 
 struct FileTypeInfo {

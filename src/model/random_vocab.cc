@@ -52,6 +52,21 @@ constexpr std::string_view kPhi3Template =
     "{{'<|assistant|>\\n' + message['content'] + '<|end|>\\n'}}{% endif %}{% endfor %}"
     "{% if add_generation_prompt %}{{ '<|assistant|>\\n' }}{% else %}{{ eos_token }}{% endif %}";
 
+// gpt-oss's harmony format (what its published template renders without tools, at reasoning
+// effort "medium" and without a date): a system preamble, the request's system message as
+// developer instructions, past answers on the final channel, and the assistant's turn opened
+// for the model to pick its channel (analysis first, then final).
+constexpr std::string_view kHarmonyTemplate =
+    "{{ '<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\\n"
+    "Knowledge cutoff: 2024-06\\n\\nReasoning: medium\\n\\n# Valid channels: analysis, "
+    "commentary, final. Channel must be included for every message.<|end|>' }}{% for message in "
+    "messages %}{% if loop.first and message['role'] == 'system' %}{{ '<|start|>developer"
+    "<|message|># Instructions\\n\\n' + message['content'] + '\\n\\n<|end|>' }}{% elif "
+    "message['role'] == 'assistant' %}{{ '<|start|>assistant<|channel|>final<|message|>' + "
+    "message['content'] + '<|end|>' }}{% else %}{{ '<|start|>' + message['role'] + '<|message|>' "
+    "+ message['content'] + '<|end|>' }}{% endif %}{% endfor %}{% if add_generation_prompt %}{{ "
+    "'<|start|>assistant' }}{% endif %}";
+
 // Gemma has no system role: a system message opens the first user turn.
 constexpr std::string_view kGemmaTemplate =
     "{{ bos_token }}{% if messages[0]['role'] == 'system' %}{% set system = messages[0]['content'] "
@@ -172,6 +187,10 @@ std::vector<Special> SpecialsOf(VocabFamily family) {
       return {{"<pad>", c},           {"<eos>", c},
               {"<bos>", c},           {"<unk>", TokenType::kUnknown},
               {"<start_of_turn>", c}, {"<end_of_turn>", c}};
+    case VocabFamily::kGptOss:
+      return {{"<|startoftext|>", c}, {"<|endoftext|>", c}, {"<|return|>", c},
+              {"<|constrain|>", c},   {"<|channel|>", c},   {"<|start|>", c},
+              {"<|end|>", c},         {"<|message|>", c},   {"<|call|>", c}};
     case VocabFamily::kLlamaSpm: return {};
   }
   return {};
@@ -192,7 +211,9 @@ VocabConfig BpeVocab(VocabFamily family, int64_t vocab_size) {
   CHECK(builder.Full()) << "not enough BPE candidates for " << vocab_size << " tokens";
   VocabConfig v;
   v.type = tokenizer::VocabType::kBpe;
-  v.pre = family == VocabFamily::kLlama3 ? "llama-bpe" : "qwen2";
+  v.pre = family == VocabFamily::kLlama3   ? "llama-bpe"
+          : family == VocabFamily::kGptOss ? "gpt-4o"
+                                           : "qwen2";
   v.tokens = builder.TakeTokens();
   v.merges = builder.TakeMerges();
   v.token_types.assign(v.tokens.size(), TokenType::kNormal);
@@ -204,6 +225,11 @@ VocabConfig BpeVocab(VocabFamily family, int64_t vocab_size) {
     v.bos_id = IdOf(v, "<|begin_of_text|>");
     v.eos_id = IdOf(v, "<|eot_id|>");
     v.add_bos = true;
+  } else if (family == VocabFamily::kGptOss) {  // as gpt-oss's GGUFs: BOS, EOS, padding
+    v.bos_id = IdOf(v, "<|startoftext|>");
+    v.eos_id = IdOf(v, "<|return|>");
+    v.pad_id = IdOf(v, "<|endoftext|>");
+    v.add_bos = false;
   } else {
     v.bos_id = v.pad_id = IdOf(v, "<|endoftext|>");
     v.eos_id = IdOf(v, "<|im_end|>");
@@ -264,6 +290,7 @@ std::string_view ChatTemplateOf(VocabFamily family) {
     case VocabFamily::kQwen3: return kQwen3Template;
     case VocabFamily::kPhi3: return kPhi3Template;
     case VocabFamily::kGemma: return kGemmaTemplate;
+    case VocabFamily::kGptOss: return kHarmonyTemplate;
     case VocabFamily::kLlamaSpm: return "";
   }
   return "";
@@ -279,7 +306,7 @@ Status SetRandomVocab(VocabFamily family, int64_t vocab_size, gguf::GgufWriter& 
     return Status::Ok();
   }
   const bool bpe = family == VocabFamily::kLlama3 || family == VocabFamily::kQwen2 ||
-                   family == VocabFamily::kQwen3;
+                   family == VocabFamily::kQwen3 || family == VocabFamily::kGptOss;
   KV_ASSIGN_OR_RETURN(std::shared_ptr<const tokenizer::Vocab> vocab,
                       tokenizer::Vocab::FromConfig(bpe ? BpeVocab(family, vocab_size)
                                                        : SpmVocab(family, vocab_size)));

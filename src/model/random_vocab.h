@@ -11,6 +11,9 @@
 //              <|user|>..., Phi-3 chat template
 //   kGemma     SentencePiece without a space prefix, <pad> <eos> <bos> <unk> <start_of_turn>
 //              <end_of_turn>, Gemma chat template
+//   kGptOss    byte-level BPE, pre-tokenizer "gpt-4o" (o200k), gpt-oss's harmony specials
+//              <|startoftext|> <|endoftext|> <|return|> <|constrain|> <|channel|> <|start|>
+//              <|end|> <|message|> <|call|> (EOS <|return|>), a harmony chat template
 //
 // BPE vocabularies are built the way BPE is trained: after the 256 byte tokens, each candidate
 // piece (common words with and without a leading space, letter pairs, triples, ...) that the
@@ -27,7 +30,7 @@
 
 namespace kvserve::model {
 
-enum class VocabFamily { kLlamaSpm, kLlama3, kQwen2, kQwen3, kPhi3, kGemma };
+enum class VocabFamily { kLlamaSpm, kLlama3, kQwen2, kQwen3, kPhi3, kGemma, kGptOss };
 
 // Writes tokenizer.ggml.* for a vocabulary of exactly `vocab_size` tokens of `family`, and
 // tokenizer.chat_template (none for kLlamaSpm). InvalidArgument when vocab_size is too small

@@ -4,15 +4,18 @@ namespace kvserve::server {
 
 Choice::Choice(const tokenizer::Tokenizer& tokenizer, engine::AsyncEngine& engine,
                engine::RequestHandle handle, std::vector<std::string> stop,
-               bool parse_reasoning)
+               ReasoningFormat reasoning)
     : engine_(engine),
       handle_(std::move(handle)),
-      decoder_(tokenizer),
+      decoder_(tokenizer, {.render_special = reasoning == ReasoningFormat::kHarmony}),
       stop_(std::move(stop)) {
-  if (parse_reasoning) reasoning_.emplace();
+  if (reasoning == ReasoningFormat::kDeepseek) reasoning_.emplace();
+  if (reasoning == ReasoningFormat::kHarmony) harmony_.emplace();
 }
 
-Choice::~Choice() { Abort(); }
+Choice::~Choice() {
+  Abort();
+}
 
 void Choice::Abort() {
   if (finished_) return;
@@ -21,18 +24,18 @@ void Choice::Abort() {
 }
 
 void Choice::AddText(std::string_view text, ChoiceDelta& delta) {
-  if (!reasoning_) {
+  if (!reasoning_ && !harmony_) {
     delta.text += text;
     return;
   }
-  ReasoningParser::Parts parts = reasoning_->Push(text);
+  ReasoningParser::Parts parts = reasoning_ ? reasoning_->Push(text) : harmony_->Push(text);
   delta.reasoning += parts.reasoning;
   delta.text += parts.content;
 }
 
 void Choice::Finish(engine::FinishReason reason, ChoiceDelta& delta) {
-  if (reasoning_) {
-    ReasoningParser::Parts parts = reasoning_->Flush();
+  if (reasoning_ || harmony_) {
+    ReasoningParser::Parts parts = reasoning_ ? reasoning_->Flush() : harmony_->Flush();
     delta.reasoning += parts.reasoning;
     delta.text += parts.content;
   }

@@ -1,6 +1,7 @@
 // Choice: one generated sequence of a request, from the engine's token stream to text.
 // Each engine output goes token -> StreamDecoder (whole UTF-8 characters) -> StopMatcher
-// (stop strings held back, truncated) -> ReasoningParser (optional) -> a ChoiceDelta.
+// (stop strings held back, truncated) -> ReasoningParser or HarmonyParser (optional; the
+// harmony one reads special tokens, so the decoder renders them for it) -> a ChoiceDelta.
 // A completed stop string aborts the engine request (freeing its blocks) and finishes the
 // choice with "stop".
 //
@@ -16,6 +17,7 @@
 #include <vector>
 
 #include "engine/async_engine.h"
+#include "server/harmony_parser.h"
 #include "server/reasoning_parser.h"
 #include "server/stop_matcher.h"
 #include "tokenizer/stream_decoder.h"
@@ -23,17 +25,17 @@
 namespace kvserve::server {
 
 struct ChoiceDelta {
-  std::string text;       // content
-  std::string reasoning;  // reasoning_content (reasoning parser only)
+  std::string text;                         // content
+  std::string reasoning;                    // reasoning_content (reasoning parser only)
   std::vector<engine::TokenOutput> tokens;  // the tokens this delta consumed (logprobs)
   std::optional<engine::FinishReason> finish_reason;
-  std::string error;                          // with "error"
+  std::string error;  // with "error"
 };
 
 class Choice {
  public:
   Choice(const tokenizer::Tokenizer& tokenizer, engine::AsyncEngine& engine,
-         engine::RequestHandle handle, std::vector<std::string> stop, bool parse_reasoning);
+         engine::RequestHandle handle, std::vector<std::string> stop, ReasoningFormat reasoning);
   ~Choice();
   Choice(const Choice&) = delete;
   Choice& operator=(const Choice&) = delete;
@@ -61,6 +63,7 @@ class Choice {
   tokenizer::StreamDecoder decoder_;
   StopMatcher stop_;
   std::optional<ReasoningParser> reasoning_;
+  std::optional<HarmonyParser> harmony_;
   bool finished_ = false;
   int64_t num_generated_ = 0;
   int64_t num_cached_tokens_ = 0;

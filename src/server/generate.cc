@@ -31,7 +31,7 @@ class Generation {
   // Adds one engine request per (prompt, sample); the error to answer when one is refused.
   std::optional<ApiError> Start(const ParsedRequest& r, const std::string& request_id,
                                 engine::AsyncEngine& engine, const tokenizer::Tokenizer& tok,
-                                bool parse_reasoning) {
+                                ReasoningFormat reasoning) {
     for (size_t i = 0; i < r.prompts.size(); ++i) {
       for (int j = 0; j < r.n; ++j) {
         engine::EngineRequest er{r.prompts[i], r.params,
@@ -42,7 +42,7 @@ class Generation {
         ids_.push_back(handle->id);
         admission_.Track(handle->id);
         choices.push_back(
-            std::make_unique<Choice>(tok, engine, std::move(*handle), r.stop, parse_reasoning));
+            std::make_unique<Choice>(tok, engine, std::move(*handle), r.stop, reasoning));
       }
     }
     return std::nullopt;
@@ -212,7 +212,7 @@ http::Response Server::HandleGenerate(Endpoint endpoint, const http::Request& re
   const std::string id = fmt::format("{}-{}", endpoint == Endpoint::kChat ? "chatcmpl" : "cmpl",
                                      next_request_.fetch_add(1));
   if (std::optional<ApiError> e =
-          gen->Start(parsed, id, engine_, tokenizer_, options_.reasoning_parser_deepseek)) {
+          gen->Start(parsed, id, engine_, tokenizer_, options_.reasoning_parser)) {
     return ErrorResponse(*e);
   }
   ResponseBuilder builder(endpoint, id, parsed.model, tokenizer_);

@@ -14,6 +14,10 @@
 
 namespace kvserve::server {
 
+// --reasoning-parser: none, deepseek (ReasoningParser), openai_gptoss (HarmonyParser,
+// server/harmony_parser.h).
+enum class ReasoningFormat { kNone, kDeepseek, kHarmony };
+
 class ReasoningParser {
  public:
   struct Parts {

@@ -33,6 +33,7 @@
 #include "server/kv_dashboard.h"
 #include "server/metrics_text.h"
 #include "server/protocol.h"
+#include "server/reasoning_parser.h"
 #include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
@@ -55,7 +56,7 @@ struct ServerOptions {
   double header_timeout_s = 10;     // a request head must arrive within this (408 after)
   double body_timeout_s = 60;       // its body within this after the head (408 after)
   RequestLimits request_limits;     // prompt bytes, stop strings (server/protocol.h)
-  bool reasoning_parser_deepseek = false;
+  ReasoningFormat reasoning_parser = ReasoningFormat::kNone;  // --reasoning-parser
   int64_t num_kv_blocks = 0;        // for kvserve:kv_cache_used_blocks
   int dashboard_events_per_s = 200; // all /v1/kv/events streams together; 0: no bound
 };

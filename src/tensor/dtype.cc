@@ -17,7 +17,7 @@ struct DTypeTraits {
 };
 
 // Indexed by the enum value; the static_assert below keeps the two in step.
-constexpr std::array<DTypeTraits, 18> kTraits = {{
+constexpr std::array<DTypeTraits, 19> kTraits = {{
     {DType::kF32, "f32", 1, 4, 0},
     {DType::kF16, "f16", 1, 2, 1},
     {DType::kBF16, "bf16", 1, 2, 30},
@@ -36,6 +36,7 @@ constexpr std::array<DTypeTraits, 18> kTraits = {{
     {DType::kQ6_K, "q6_k", 256, 210, 14, true},
     {DType::kIQ4_NL, "iq4_nl", 32, 18, 20, true},
     {DType::kIQ4_XS, "iq4_xs", 256, 136, 23, true},
+    {DType::kMXFP4, "mxfp4", 32, 17, 39, true},
 }};
 
 constexpr bool TraitsInEnumOrder() {

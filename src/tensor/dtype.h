@@ -25,6 +25,9 @@
 //   Q6_K   256 values in 210 B  16 sub-blocks of 16, 8-bit signed scales        [14]
 //   IQ4_NL  32 values in 18 B   x = d kvalues[q], a 16-entry non-linear table   [20]
 //   IQ4_XS 256 values in 136 B  8 sub-blocks of 32 of IQ4_NL, 6-bit scales     [23]
+//   MXFP4   32 values in 17 B   E8M0 byte e, then 16 bytes of E2M1 nibbles in Q4_0's order;
+//                               x = 2^(e - 128) kMxfp4Values[q] (values doubled: 0..12)
+//                               (gpt-oss experts)                               [39]
 // The GGUF types (all but the FP8/FP4 KV formats) are bit-compatible with ggml's definitions.
 #pragma once
 
@@ -54,6 +57,7 @@ enum class DType : uint8_t {
   kQ6_K,
   kIQ4_NL,
   kIQ4_XS,
+  kMXFP4,
 };
 
 // Values per block (1 for plain types).
@@ -67,7 +71,7 @@ bool IsValidRowLength(DType t, int64_t n);
 
 // Lower-case name: "f32", "f16", "bf16", "q8_0", "q4_0", "fp8_e4m3_e8m0_32",
 // "fp4_e2m1_e4m3_16", "fp4_e2m1_e8m0_32", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k",
-// "q5_k", "q6_k", "iq4_nl", "iq4_xs" (ggml spells the K types "q4_K").
+// "q5_k", "q6_k", "iq4_nl", "iq4_xs", "mxfp4" (ggml spells the K types "q4_K").
 std::string_view DTypeName(DType t);
 std::optional<DType> DTypeFromName(std::string_view name);
 
@@ -77,7 +81,7 @@ std::optional<uint32_t> GgmlTypeId(DType t);
 std::optional<DType> DTypeFromGgmlTypeId(uint32_t id);
 
 // True for the block formats whose values are small integers times block scales
-// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K types, IQ4_NL, IQ4_XS): the weight types the
+// (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, the K types, IQ4_NL, IQ4_XS, MXFP4): the weight types the
 // quantized MatMul reads (kernels/cpu/matmul.h) and tensor/quant_ints.h decodes.
 bool IsIntegerQuant(DType t);
 

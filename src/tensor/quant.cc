@@ -378,6 +378,7 @@ void QuantizeRow(DType t, const float* src, void* dst, int64_t n) {
     case DType::kQ6_K: return internal::QuantizeQ6K(src, y, n);
     case DType::kIQ4_NL: return internal::QuantizeIq4Nl(src, y, n);
     case DType::kIQ4_XS: return internal::QuantizeIq4Xs(src, y, n);
+    case DType::kMXFP4: return internal::QuantizeMxfp4(src, y, n);
   }
   CHECK(false) << "unknown DType";
 }
@@ -415,7 +416,8 @@ void DequantizeRow(DType t, const void* src, float* dst, int64_t n) {
     case DType::kQ5_K:
     case DType::kQ6_K:
     case DType::kIQ4_NL:
-    case DType::kIQ4_XS: return internal::DequantizeInts(t, y, dst, n);
+    case DType::kIQ4_XS:
+    case DType::kMXFP4: return internal::DequantizeInts(t, y, dst, n);
   }
   CHECK(false) << "unknown DType";
 }

@@ -1,5 +1,6 @@
 // Helpers and per-format entry points shared by the quantizers of tensor/ (quant.cc,
-// quant_legacy.cc, quant_k.cc, quant_iq4.cc, quant_ints.cc). Internal to the tensor module.
+// quant_legacy.cc, quant_k.cc, quant_iq4.cc, quant_mxfp4.cc, quant_ints.cc). Internal to the
+// tensor module.
 //
 // The quantizers port ggml's reference algorithms operation by operation (the same f32
 // expressions in the same order; the module builds with -ffp-contract=off), so a file written
@@ -58,6 +59,9 @@ void QuantizeQ6K(const float* x, uint8_t* y, int64_t n);
 // The non-linear formats (quant_iq4.cc).
 void QuantizeIq4Nl(const float* x, uint8_t* y, int64_t n);
 void QuantizeIq4Xs(const float* x, uint8_t* y, int64_t n);
+
+// MXFP4 (quant_mxfp4.cc).
+void QuantizeMxfp4(const float* x, uint8_t* y, int64_t n);
 
 // Dequantizes any IsIntegerQuant type other than Q8_0 / Q4_0 through its integer form
 // (quant_ints.h).

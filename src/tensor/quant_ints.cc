@@ -1,5 +1,6 @@
 #include "tensor/quant_ints.h"
 
+#include <bit>
 #include <cstring>
 
 #include "core/check.h"
@@ -21,9 +22,14 @@ uint32_t LoadU32(const uint8_t* p) {
 }
 
 void DecodeQ32(DType t, const uint8_t* b, QuantBlockInts* o) {
-  o->d = internal::LoadF16(b);
   o->scale[0] = 1;
   o->min[0] = 1;
+  if (t == DType::kMXFP4) {
+    o->d = Mxfp4Scale(b[0]);
+    for (int j = 0; j < 32; ++j) o->q[j] = kMxfp4Values[Nibble(b + 1, j)];
+    return;
+  }
+  o->d = internal::LoadF16(b);
   switch (t) {
     case DType::kQ8_0:
       for (int j = 0; j < 32; ++j) o->q[j] = static_cast<int8_t>(b[2 + j]);
@@ -144,7 +150,8 @@ QuantLayout GetQuantLayout(DType t) {
     case DType::kQ8_0:
     case DType::kQ4_0:
     case DType::kQ5_0:
-    case DType::kIQ4_NL: return {1, 32, false};
+    case DType::kIQ4_NL:
+    case DType::kMXFP4: return {1, 32, false};
     case DType::kQ4_1:
     case DType::kQ5_1: return {1, 32, true};
     case DType::kQ2_K: return {16, 16, true};
@@ -156,6 +163,11 @@ QuantLayout GetQuantLayout(DType t) {
     default: CHECK(false) << "not an integer quant type: " << DTypeName(t);
   }
   return {};
+}
+
+float Mxfp4Scale(uint8_t e) {
+  const uint32_t bits = e < 2 ? uint32_t{0x00200000} << e : static_cast<uint32_t>(e - 1) << 23;
+  return std::bit_cast<float>(bits);
 }
 
 void DecodeBlockInts(DType t, const uint8_t* block, QuantBlockInts* out) {

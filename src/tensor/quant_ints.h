@@ -1,5 +1,5 @@
 // The integer form of ggml's integer block formats (tensor::IsIntegerQuant: Q8_0, Q4_0, Q4_1,
-// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
+// Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS, MXFP4).
 //
 // Value i of a block, in f32 with exactly these roundings (this is ggml's dequantize_row_*):
 //   x[i] = (d * scale[s]) * q[i]                      types without a min term
@@ -17,6 +17,8 @@
 //          q = (nibble | bit << 4) - 16                        sub 1 x 32
 //   Q5_1   d@0, m@2, qh u32@4, qs[16]@8, q = nibble | bit << 4  sub 1 x 32, min 1, dmin = m
 //   IQ4_NL d@0, qs[16]@2 nibble order, q = kIq4NlValues[nibble]  sub 1 x 32
+//   MXFP4  e@0 (E8M0), qs[16]@1 nibble order, q = kMxfp4Values[nibble], d = 2^(e - 128)
+//          (Mxfp4Scale; exact in f32, subnormal for e < 2)         sub 1 x 32
 //   Q2_K   scales[16]@0 (sub s: scale = low nibble, min = high nibble), qs[64]@16, d@80,
 //          dmin@82. Value i (h = i / 128, k = i % 128): q = (qs[32 h + k % 32] >> 2 (k / 32)) & 3.
 //          16 subs x 16.
@@ -49,6 +51,14 @@ namespace kvserve::tensor {
 // IQ4_NL's non-linear table (ggml's kvalues_iq4nl), shared by IQ4_XS.
 inline constexpr int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                                             1,    13,   25,  38,  53,  69,  89,  113};
+
+// MXFP4's E2M1 values doubled to integers (ggml's kvalues_mxfp4): E2M1 v = kMxfp4Values / 2.
+inline constexpr int8_t kMxfp4Values[16] = {0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12};
+
+// The f32 factor of an MXFP4 block's scale byte e: 2^(e - 128), half the E8M0 value (because
+// kMxfp4Values are doubled), as ggml's GGML_E8M0_TO_FP32_HALF computes it (e = 0 and 1 give
+// the subnormals 2^-128 and 2^-127; e = 255 gives 2^127, not NaN).
+float Mxfp4Scale(uint8_t e);
 
 // Sub-block structure of an integer-quant type.
 struct QuantLayout {

@@ -10,7 +10,7 @@
 namespace kvserve::tokenizer {
 namespace {
 
-constexpr std::array<std::pair<ChatTemplateFamily, const char*>, 7> kNames = {{
+constexpr std::array<std::pair<ChatTemplateFamily, const char*>, 8> kNames = {{
     {ChatTemplateFamily::kChatMl, "chatml"},
     {ChatTemplateFamily::kLlama2, "llama2"},
     {ChatTemplateFamily::kLlama3, "llama3"},
@@ -18,6 +18,7 @@ constexpr std::array<std::pair<ChatTemplateFamily, const char*>, 7> kNames = {{
     {ChatTemplateFamily::kDeepSeek, "deepseek"},
     {ChatTemplateFamily::kGemma, "gemma"},
     {ChatTemplateFamily::kPhi3, "phi3"},
+    {ChatTemplateFamily::kHarmony, "harmony"},
 }};
 
 constexpr const char* kQwenDefaultSystem =
@@ -27,14 +28,23 @@ constexpr const char* kQwenDefaultSystem =
 constexpr const char* kLlama3KnowledgeDate = "Cutting Knowledge Date: December 2023\n";
 constexpr const char* kLlama3DefaultDate = "26 Jul 2024";
 
-// Today's local date as strftime("%d %b %Y"), what Jinja's strftime_now gives HF and llama.cpp.
-std::string Today() {
+// Today's local date as strftime(format), what Jinja's strftime_now gives HF and llama.cpp
+// (Llama 3.2 asks "%d %b %Y", gpt-oss "%Y-%m-%d").
+std::string Today(const char* format = "%d %b %Y") {
   const std::time_t now = std::time(nullptr);
   std::tm local{};
   localtime_r(&now, &local);
   char buffer[32];
-  return std::string(buffer, std::strftime(buffer, sizeof(buffer), "%d %b %Y", &local));
+  return std::string(buffer, std::strftime(buffer, sizeof(buffer), format, &local));
 }
+
+// gpt-oss's system preamble (its template's defaults: model identity, knowledge cutoff, then
+// the date when the template can ask for it, reasoning effort and the channels).
+constexpr const char* kHarmonyIdentity =
+    "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n";
+constexpr const char* kHarmonyChannels =
+    "\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
+    "included for every message.";
 
 bool Contains(std::string_view text, std::string_view marker) {
   return text.find(marker) != std::string_view::npos;
@@ -83,11 +93,14 @@ Result<ChatTemplateFamily> ParseChatTemplateFamily(std::string_view name) {
   for (const auto& [f, n] : kNames) {
     if (name == n) return f;
   }
-  return NotFound(fmt::format("unknown chat template '{}' (chatml, llama2, llama3, mistral, "
-                              "deepseek, gemma, phi3)", name));
+  return NotFound(
+      fmt::format("unknown chat template '{}' (chatml, llama2, llama3, mistral, "
+                  "deepseek, gemma, phi3, harmony)",
+                  name));
 }
 
 std::optional<ChatTemplateFamily> DetectChatTemplateFamily(std::string_view jinja) {
+  if (Contains(jinja, "<|channel|>")) return ChatTemplateFamily::kHarmony;
   if (Contains(jinja, "<|start_header_id|>")) return ChatTemplateFamily::kLlama3;
   if (Contains(jinja, "<|im_start|>")) return ChatTemplateFamily::kChatMl;
   if (Contains(jinja, "<｜User｜>") || Contains(jinja, "<｜Assistant｜>")) {
@@ -101,8 +114,7 @@ std::optional<ChatTemplateFamily> DetectChatTemplateFamily(std::string_view jinj
   return std::nullopt;
 }
 
-ChatTemplate::ChatTemplate(ChatTemplateFamily family, std::string bos_token,
-                           std::string eos_token)
+ChatTemplate::ChatTemplate(ChatTemplateFamily family, std::string bos_token, std::string eos_token)
     : family_(family), bos_(std::move(bos_token)), eos_(std::move(eos_token)) {
   llama3_date_preamble_ = family == ChatTemplateFamily::kLlama3;
   deepseek_think_ = family == ChatTemplateFamily::kDeepSeek;
@@ -117,6 +129,7 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos_tok
   if (!family) return t;
   t.llama3_date_preamble_ = Contains(jinja, "Cutting Knowledge Date");
   t.llama3_today_ = Contains(jinja, "strftime_now");
+  t.harmony_today_ = t.llama3_today_;
   t.deepseek_think_ = Contains(jinja, "<think>");
   if (Contains(jinja, kQwenDefaultSystem)) t.default_system_ = kQwenDefaultSystem;
   t.chatml_strips_reasoning_ = Contains(jinja, "</think>");
@@ -134,6 +147,7 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> input,
     case ChatTemplateFamily::kDeepSeek: return RenderDeepSeek(messages, add_generation_prompt);
     case ChatTemplateFamily::kGemma: return RenderGemma(messages, add_generation_prompt);
     case ChatTemplateFamily::kPhi3: return RenderPhi3(messages, add_generation_prompt);
+    case ChatTemplateFamily::kHarmony: return RenderHarmony(messages, add_generation_prompt);
   }
   return Internal("unknown chat template family");
 }
@@ -195,8 +209,8 @@ std::string ChatTemplate::RenderLlama3(std::vector<ChatMessage> messages,
     out.append(system ? Trim(*system) : "").append("<|eot_id|>");
   }
   for (const ChatMessage& m : messages) {
-    out += "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) +
-           "<|eot_id|>";
+    out +=
+        "<|start_header_id|>" + m.role + "<|end_header_id|>\n\n" + Trim(m.content) + "<|eot_id|>";
   }
   if (add_generation_prompt) out += "<|start_header_id|>assistant<|end_header_id|>\n\n";
   return out;
@@ -211,8 +225,7 @@ std::string ChatTemplate::RenderMistral(std::vector<ChatMessage> messages) const
     const ChatMessage& m = messages[i];
     if (m.role == "user") {
       const bool last = i + 1 == messages.size();
-      out += "[INST]" + (last && system ? *system + "\n\n" : std::string()) + m.content +
-             "[/INST]";
+      out += "[INST]" + (last && system ? *system + "\n\n" : std::string()) + m.content + "[/INST]";
     } else if (m.role == "assistant") {
       out += m.content + eos_;
     }
@@ -239,7 +252,8 @@ std::string ChatTemplate::RenderDeepSeek(const std::vector<ChatMessage>& message
       out += "<｜Assistant｜>" + std::string(content) + "<｜end▁of▁sentence｜>";
     }
   }
-  if (add_generation_prompt) out += deepseek_think_ ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
+  if (add_generation_prompt)
+    out += deepseek_think_ ? "<｜Assistant｜><think>\n" : "<｜Assistant｜>";
   return out;
 }
 
@@ -273,6 +287,29 @@ std::string ChatTemplate::RenderPhi3(const std::vector<ChatMessage>& messages,
     out += "<|" + m.role + "|>\n" + m.content + "<|end|>\n";
   }
   out += add_generation_prompt ? "<|assistant|>\n" : eos_;
+  return out;
+}
+
+// gpt-oss (harmony): the system preamble, a leading system message as developer instructions,
+// user turns, past answers on the final channel, then "<|start|>assistant" for the model to
+// open its channel (analysis, then final).
+std::string ChatTemplate::RenderHarmony(const std::vector<ChatMessage>& messages,
+                                        bool add_generation_prompt) const {
+  std::string out = std::string("<|start|>system<|message|>") + kHarmonyIdentity;
+  if (harmony_today_) out += "Current date: " + Today("%Y-%m-%d") + "\n";
+  out.append(kHarmonyChannels).append("<|end|>");
+  size_t first = 0;
+  if (!messages.empty() && messages[0].role == "system") {
+    out += "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";
+    first = 1;
+  }
+  for (size_t i = first; i < messages.size(); ++i) {
+    const ChatMessage& m = messages[i];
+    out += m.role == "assistant" ? "<|start|>assistant<|channel|>final<|message|>"
+                                 : "<|start|>" + m.role + "<|message|>";
+    out += m.content + "<|end|>";
+  }
+  if (add_generation_prompt) out += "<|start|>assistant";
   return out;
 }
 

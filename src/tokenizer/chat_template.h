@@ -13,6 +13,9 @@
 //   "<｜User｜>" / "<｜Assistant｜>"       deepseek (R1: the generation prompt opens "<think>\n")
 //   "<start_of_turn>"                     gemma    (system folded into the first user turn)
 //   "<|user|>" with "<|end|>"             phi3
+//   "<|channel|>"                         harmony  (gpt-oss: system preamble with reasoning
+//                                                  "medium" and the channels, system message as
+//                                                  developer instructions, answers on "final")
 // Nothing recognised (or no template at all): chatml, as llama.cpp's default.
 //
 // Thread safety: immutable after construction.
@@ -28,9 +31,18 @@
 
 namespace kvserve::tokenizer {
 
-enum class ChatTemplateFamily { kChatMl, kLlama2, kLlama3, kMistral, kDeepSeek, kGemma, kPhi3 };
+enum class ChatTemplateFamily {
+  kChatMl,
+  kLlama2,
+  kLlama3,
+  kMistral,
+  kDeepSeek,
+  kGemma,
+  kPhi3,
+  kHarmony,
+};
 
-// "chatml", "llama2", "llama3", "mistral", "deepseek", "gemma", "phi3".
+// "chatml", "llama2", "llama3", "mistral", "deepseek", "gemma", "phi3", "harmony".
 const char* ChatTemplateFamilyName(ChatTemplateFamily family);
 // The inverse; NotFound for other names.
 Result<ChatTemplateFamily> ParseChatTemplateFamily(std::string_view name);
@@ -63,6 +75,7 @@ class ChatTemplate {
   bool recognised_ = true;
   bool llama3_date_preamble_ = false;          // Llama 3.1+: system block always present
   bool llama3_today_ = false;                  // Llama 3.2: the preamble has today's date
+  bool harmony_today_ = false;                 // gpt-oss: "Current date: " today
   bool deepseek_think_ = false;                // R1: the generation prompt opens <think>
   bool chatml_strips_reasoning_ = false;       // Qwen3: past answers lose their <think> part
   std::optional<std::string> default_system_;  // chatml: Qwen's default system prompt
@@ -75,6 +88,7 @@ class ChatTemplate {
   std::string RenderDeepSeek(const std::vector<ChatMessage>& messages, bool gen) const;
   std::string RenderGemma(std::vector<ChatMessage> messages, bool gen) const;
   std::string RenderPhi3(const std::vector<ChatMessage>& messages, bool gen) const;
+  std::string RenderHarmony(const std::vector<ChatMessage>& messages, bool gen) const;
 };
 
 }  // namespace kvserve::tokenizer

@@ -252,7 +252,65 @@ size_t Llama3TokenEnd(const PieceView& v, size_t pos, size_t digits_per_group) {
   return ws_end > pos ? ws_end : pos + 1;
 }
 
-enum class Custom { kGpt2, kLlama3, kQwen2 };
+// o200k ("gpt-4o"), as llama.cpp runs it (std::regex on the collapsed text, so "upper" and
+// "lower" are decided for ASCII letters only; other letters count as both):
+//   [^\r\n\p{L}\p{N}]?U*L+C? | [^\r\n\p{L}\p{N}]?U+L*C? | \p{N}{1,3} |
+//   ?[^\s\p{L}\p{N}]+[\r\n/]* | \s*[\r\n]+ | \s+(?!\S) | \s+
+// U = a letter other than a-z, L = a letter other than A-Z, C = 's 't 're 've 'm 'll 'd in
+// either case. Example: "HELLOworld's CAFÉ" -> "HELLOworld's" | " CAFÉ".
+bool IsCasedUpper(uint32_t c) {
+  return c != PieceView::kOutOfRange && InClass(Class::kLetter, c) && !(c >= 'a' && c <= 'z');
+}
+bool IsCasedLower(uint32_t c) {
+  return c != PieceView::kOutOfRange && InClass(Class::kLetter, c) && !(c >= 'A' && c <= 'Z');
+}
+
+// End of U*L+C? (`upper_first`: U+L*C?) from `s`, or 0 when it does not match there.
+size_t O200kWordEnd(const PieceView& v, size_t s, bool upper_first) {
+  size_t u = s;
+  while (IsCasedUpper(v.Cpt(u))) ++u;
+  size_t e = 0;
+  if (upper_first) {
+    if (u == s) return 0;
+    e = u;
+  } else {  // U* gives back letters until L+ can start (a letter that is both, or a-z)
+    size_t k = u;
+    while (!IsCasedLower(v.Cpt(k)) && k > s) --k;
+    if (!IsCasedLower(v.Cpt(k))) return 0;
+    e = k;
+  }
+  while (IsCasedLower(v.Cpt(e))) ++e;
+  return e + ContractionLength(v, e, true);
+}
+
+size_t O200kTokenEnd(const PieceView& v, size_t pos) {
+  const uint32_t c = v.Cpt(pos);
+  const bool prefix = c != '\r' && c != '\n' && !InClass(Class::kLetter, c) &&
+                      !InClass(Class::kNumber, c) && pos + 1 < v.end;
+  for (const bool upper_first : {false, true}) {
+    if (prefix) {
+      if (const size_t e = O200kWordEnd(v, pos + 1, upper_first)) return e;
+    }
+    if (const size_t e = O200kWordEnd(v, pos, upper_first)) return e;
+  }
+  const CodepointFlags flags = v.Flags(pos);
+  if (flags.is_number) {
+    size_t p = pos;
+    while (p - pos < 3 && v.Flags(p).is_number) ++p;
+    return p;
+  }
+  const bool space_then_other = c == ' ' && v.IsOther(v.Flags(pos + 1));
+  if (space_then_other || v.IsOther(flags)) {
+    size_t p = pos + (space_then_other ? 1 : 0);
+    while (v.IsOther(v.Flags(p))) ++p;
+    while (v.Cpt(p) == '\r' || v.Cpt(p) == '\n' || v.Cpt(p) == '/') ++p;
+    return p;
+  }
+  const size_t ws_end = WhitespaceEnd(v, pos, true);
+  return ws_end > pos ? ws_end : pos + 1;
+}
+
+enum class Custom { kGpt2, kLlama3, kQwen2, kO200k };
 
 Pieces SplitCustom(const std::vector<uint32_t>& cpts, const Pieces& pieces, Custom kind) {
   Pieces out;
@@ -263,6 +321,7 @@ Pieces SplitCustom(const std::vector<uint32_t>& cpts, const Pieces& pieces, Cust
     for (size_t pos = begin; pos < v.end;) {
       size_t e = kind == Custom::kGpt2     ? Gpt2TokenEnd(v, pos)
                  : kind == Custom::kLlama3 ? Llama3TokenEnd(v, pos, 3)
+                 : kind == Custom::kO200k  ? O200kTokenEnd(v, pos)
                                            : Llama3TokenEnd(v, pos, 1);
       out.push_back(e - pos);
       pos = e;
@@ -281,6 +340,7 @@ std::vector<Step> StepsFor(PreTokenizerKind kind) {
     case PreTokenizerKind::kGpt2: return {Custom::kGpt2};
     case PreTokenizerKind::kLlama3: return {Custom::kLlama3};
     case PreTokenizerKind::kQwen2: return {Custom::kQwen2};
+    case PreTokenizerKind::kO200k: return {Custom::kO200k};
     case PreTokenizerKind::kStarcoder:
       return {ClassPattern{.prefix = {}, .body = Class::kNumber, .max_count = 1}, Custom::kGpt2};
     case PreTokenizerKind::kDeepseekLlm:
@@ -340,6 +400,7 @@ Result<PreTokenizerKind> ParsePreTokenizer(std::string_view name) {
       {"codeshell", K::kStarcoder},
       {"exaone", K::kStarcoder},
       {"minerva-7b", K::kStarcoder},
+      {"gpt-4o", K::kO200k},
   };
   for (const Alias& a : kAliases) {
     if (a.name == name) return a.kind;
@@ -357,6 +418,7 @@ std::string_view PreTokenizerName(PreTokenizerKind kind) {
     case PreTokenizerKind::kDeepseekLlm: return "deepseek-llm";
     case PreTokenizerKind::kDeepseekCoder: return "deepseek-coder";
     case PreTokenizerKind::kStarcoder: return "starcoder";
+    case PreTokenizerKind::kO200k: return "gpt-4o";
   }
   return "default";
 }

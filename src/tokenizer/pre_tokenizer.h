@@ -29,6 +29,7 @@ enum class PreTokenizerKind {
   kDeepseekLlm,    // "deepseek-llm"
   kDeepseekCoder,  // "deepseek-coder"
   kStarcoder,      // "starcoder", "refact", "command-r", "smollm", ...
+  kO200k,          // "gpt-4o": o200k (gpt-oss, GPT-4o), in llama.cpp's ASCII-cased form
 };
 
 // Maps a `tokenizer.ggml.pre` value to its kind; "" means absent and gives kDefault (llama.cpp

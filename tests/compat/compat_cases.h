@@ -113,6 +113,12 @@ inline constexpr ModelCase kModelCases[] = {
     {"qwen3moe_tiny_f16", "make-model --arch qwen3moe --preset tiny --type f16", "f16", 1e-2},
     {"qwen3moe_tiny_q8_0", "make-model --arch qwen3moe --preset tiny --type q8_0", "f16", 0.2, "",
      3},
+    // gpt-oss: sinks, YaRN, sliding layers, biased router and experts, clamped SwiGLU. Its
+    // published files hold MXFP4 experts: llama.cpp's mxfp4_moe mix (experts MXFP4, other
+    // matrices Q8_0) quantizes their activations to Q8_0 blocks on both sides.
+    {"gpt_oss_tiny_f32", "make-model --arch gpt-oss --preset tiny --type f32", "f32", 1e-4},
+    {"gpt_oss_tiny_mxfp4_moe", "make-model --arch gpt-oss --preset tiny --type mxfp4_moe", "f16",
+     0.2, "", 3},
 };
 
 // A vocabulary whose tokenization of the 46 strings of ../shared/tokenizers/*.inp must equal
@@ -132,6 +138,7 @@ inline constexpr VocabCase kVocabCases[] = {
     {"gemma_spm", "make-model --arch gemma3 --preset tiny --type q4_0"},
     {"qwen3_0_6b_bpe", "make-model --arch qwen3 --preset qwen3-0.6b --type q4_0"},
     {"gemma3_1b_spm", "make-model --arch gemma3 --preset gemma3-1b --type q4_0"},
+    {"gpt_oss_o200k", "make-model --arch gpt-oss --preset tiny --type q4_0"},
     {"stories260K", "shared:models/stories260K.gguf"},
     {"llama_spm", "shared:tokenizers/ggml-vocab-llama-spm.gguf"},
     {"phi_3", "shared:tokenizers/ggml-vocab-phi-3.gguf"},

@@ -93,7 +93,8 @@ TEST_P(MoeDeterminismTest, TargetIsBitIdenticalAloneBatchedChunkedThreadedAndCac
 INSTANTIATE_TEST_SUITE_P(Models, MoeDeterminismTest,
                          ::testing::Values(MoeCase{"deepseek2", &Deepseek2Path, 512},
                                            MoeCase{"qwen3moe", &Qwen3MoePath, 1024},
-                                           MoeCase{"qwen2moe", &Qwen2MoePath, 1024}),
+                                           MoeCase{"qwen2moe", &Qwen2MoePath, 1024},
+                                           MoeCase{"gpt_oss", &GptOssPath, 1024}),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -14,8 +14,10 @@
 
 namespace kvserve::engine::testing {
 
-// `kvserve make-model --arch ARCH --preset PRESET --type f32 --seed 5` into a temp file.
-inline std::string WriteTinyModel(std::string_view arch, std::string_view preset) {
+// `kvserve make-model --arch ARCH --preset PRESET --type f32 --seed 5` into a temp file
+// (`type_of`, when set, picks each tensor's type instead).
+inline std::string WriteTinyModel(std::string_view arch, std::string_view preset,
+                                  model::TensorTypeFn type_of = nullptr) {
   const std::string p = (std::filesystem::temp_directory_path() /
                          fmt::format("kvserve-{}-{}-{}.gguf", arch, preset, ::getpid()))
                             .string();
@@ -24,6 +26,7 @@ inline std::string WriteTinyModel(std::string_view arch, std::string_view preset
   model::RandomWeights weights;
   weights.seed = 5;
   weights.norm_spread = 0.2f;
+  weights.type_of = std::move(type_of);
   Result<gguf::GgufWriter> w = (*a)->write_random(preset, weights);
   CHECK(w.ok()) << w.status().ToString();
   CHECK(w->Write(p).ok());
@@ -47,6 +50,16 @@ inline std::string Qwen3MoePath() {
 // qwen2moe tiny: q/k/v biases, 8 experts with 4 per token plus a sigmoid-gated shared expert.
 inline std::string Qwen2MoePath() {
   static const std::string path = WriteTinyModel("qwen2moe", "tiny");
+  return path;
+}
+
+// gpt-oss tiny with its experts in MXFP4 (the rest F32): attention sinks, 16-token windows on
+// even layers, 8 biased experts with 4 per token, the MXFP4 matmul grouped over the batch.
+inline std::string GptOssPath() {
+  static const std::string path =
+      WriteTinyModel("gpt-oss", "tiny", [](std::string_view name, int64_t, int64_t) {
+        return name.ends_with("_exps.weight") ? tensor::DType::kMXFP4 : tensor::DType::kF32;
+      });
   return path;
 }
 

@@ -110,7 +110,15 @@ std::vector<float> ReferenceAttention(const AttentionShape& shape, const tensor:
     }
     if (state.m != kNegInf) Fold(total, state);
   }
-  const float inv = 1.0f / TreeSum(total.lsum);
+  float sum = TreeSum(total.lsum);
+  float inv = 1.0f / sum;
+  if (shape.sinks != nullptr) {  // the sink: one more denominator term, without a value
+    const float sink = shape.sinks[head];
+    const float top = std::max(total.m, sink);
+    const float a = AttentionExp(total.m - top);
+    sum = std::fma(sum, a, AttentionExp(sink - top));
+    inv = a / sum;
+  }
   std::vector<float> out(hd);
   for (int d = 0; d < hd; ++d) out[d] = total.acc[d] * inv;
   return out;

@@ -160,10 +160,17 @@ bool Fits(const AttentionShape& shape, DType dtype) {
 
 TEST(PagedAttentionTest, BitIdenticalToReferenceOnEveryTargetAndThreadCount) {
   std::mt19937 rng(1234);
+  std::vector<float> sinks;
   for (DType dtype : kKvTypes) {
     for (int trial = 0; trial < 6; ++trial) {
       AttentionShape shape = RandomShape(rng);
       while (!Fits(shape, dtype)) shape = RandomShape(rng);
+      if (trial % 2 == 1) {  // gpt-oss's attention sinks, around the scores' scale
+        std::normal_distribution<float> normal(0.0f, 2.0f);
+        sinks.resize(shape.num_heads);
+        for (float& s : sinks) s = normal(rng);
+        shape.sinks = sinks.data();
+      }
       const int block_size = std::vector<int>{1, 4, 16, 32}[rng() % 4];
       // A decode past two partition boundaries, a prefill chunk (one or two query tiles),
       // a short prompt, a decode.
@@ -243,6 +250,32 @@ TEST(PagedAttentionTest, ReadsEveryStoredCodeAsTheReferenceConverter) {
     }
     hwy::SetSupportedTargetsForTest(0);
     hwy::SupportedTargets();
+  }
+}
+
+// A sink is one more softmax term without a value: with one visible key (score 0) the output
+// is v / (1 + exp(sink)); a very large sink drives it to 0, a very small one leaves v.
+TEST(PagedAttentionTest, SinksJoinTheDenominator) {
+  const int hd = 16;
+  const float sinks[3] = {std::log(3.0f), 200.0f, -200.0f};
+  const AttentionShape shape{.num_heads = 3, .num_kv_heads = 1, .head_dim = hd, .scale = 1.0f,
+                             .window = 1, .softcap = std::nullopt, .sinks = sinks};
+  Cache cache(1, hd, DType::kF32, 16, 1);
+  const std::vector<int32_t> table = {0};
+  std::vector<float> k(hd, 0.0f), v(hd);
+  for (int d = 0; d < hd; ++d) v[d] = static_cast<float>(d) - 5.0f;
+  std::memcpy(cache.view.KSegment(0, 0, 0, 0), k.data(), hd * sizeof(float));
+  std::memcpy(cache.view.VSegment(0, 0, 0, 0), v.data(), hd * sizeof(float));
+  const std::vector<AttentionSequence> seqs = {{0, 1, 0, table}};
+  const std::vector<float> q(3 * hd, 0.0f);
+  std::vector<float> out(3 * hd);
+  ThreadPool pool(1);
+  AttentionScratch scratch(shape, 16, 1);
+  PagedAttention(shape, cache.view, 0, seqs, q.data(), out.data(), pool, scratch);
+  for (int d = 0; d < hd; ++d) {
+    EXPECT_NEAR(out[d], v[d] / 4.0f, 1e-6f) << d;
+    EXPECT_EQ(out[hd + d], 0.0f) << d;
+    EXPECT_EQ(out[2 * hd + d], v[d]) << d;
   }
 }
 

@@ -1,4 +1,4 @@
-// Every dense-attention architecture (the qwen mixtures of experts included) against the
+// Every dense-attention architecture (the mixtures of experts included) against the
 // independent float64 reference (reference_dense.cc): the make-model `tiny` preset of each (F32
 // weights) runs a 40-token prompt (longer than the sliding windows) in chunks of 7 through a
 // scattered block table, then 32 greedy tokens. The tokens must be the reference's and every step's
@@ -127,7 +127,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{"phi3_long_factors", "phi3", "tiny"},
                       Case{"phi3_short_factors", "phi3", "tiny", 1024},
                       Case{"gemma2", "gemma2", "tiny"}, Case{"gemma3", "gemma3", "tiny"},
-                      Case{"qwen2moe", "qwen2moe", "tiny"}, Case{"qwen3moe", "qwen3moe", "tiny"}),
+                      Case{"qwen2moe", "qwen2moe", "tiny"}, Case{"qwen3moe", "qwen3moe", "tiny"},
+                      Case{"gpt_oss", "gpt-oss", "tiny"}),
     [](const ::testing::TestParamInfo<Case>& info) { return info.param.name; });
 
 }  // namespace

@@ -131,9 +131,9 @@ TEST(DenseConfigTest, MissingPiecesAreClearErrors) {
   EXPECT_NE(c.status().message().find("gemma3.attention.sliding_window"), std::string::npos)
       << c.status().ToString();
   // An unsupported rope scaling is named.
-  gguf::GgufWriter yarn = Preset("qwen2");
-  yarn.Set("qwen2.rope.scaling.type", gguf::Value::Str("yarn"));
-  ExpectError(yarn, "yarn");
+  gguf::GgufWriter dynamic = Preset("qwen2");
+  dynamic.Set("qwen2.rope.scaling.type", gguf::Value::Str("dynamic"));
+  ExpectError(dynamic, "dynamic");
 }
 
 // The qwen mixtures of experts: llama.cpp's routing rules per architecture, its defaults for

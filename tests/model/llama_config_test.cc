@@ -83,7 +83,8 @@ TEST(ModelConfigTest, RejectsMissingOrInconsistentMetadata) {
   ExpectConfigError(w, "rope.dimension_count");
 
   w = Writer({});
-  w.Set("llama.rope.scaling.type", gguf::Value::Str("yarn"));
+  w.Set("llama.rope.scaling.type", gguf::Value::Str("yarn"));  // supported, but not shrinking
+  w.Set("llama.rope.scaling.factor", gguf::Value::F32(0.5f));
   ExpectConfigError(w, "yarn");
 
   w = Writer({});

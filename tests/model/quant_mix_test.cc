@@ -13,6 +13,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -201,7 +202,8 @@ class LlamaCppQuantize : public ::testing::Test {
   // For every mixed file type: llama.cpp quantizes the f32 file of `spec`; kvserve writes the
   // same weights with QuantTypeFor (as make-model does); both files must hold the same tensor
   // types and bytes.
-  void ExpectSameFiles(const DenseSpec& spec) {
+  // `only`: that file type alone (else every mixed one).
+  void ExpectSameFiles(const DenseSpec& spec, std::optional<FileType> only = std::nullopt) {
     const std::filesystem::path dir =
         std::filesystem::temp_directory_path() /
         ("kvserve_quant_mix_" + std::to_string(getpid()) + "_" + spec.arch + "_" + spec.name);
@@ -213,7 +215,7 @@ class LlamaCppQuantize : public ::testing::Test {
     const QuantMixModel mix{spec.arch, spec.num_layers, spec.num_heads, spec.num_kv_heads,
                             !spec.tied_output};
     for (const FileTypeInfo& type : FileTypes()) {
-      if (!type.mixed) continue;
+      if (!type.mixed || (only && type.type != *only)) continue;
       SCOPED_TRACE(spec.arch + " " + spec.name + " " + std::string(type.name));
       const std::string theirs = (dir / (std::string(type.name) + ".llama.gguf")).string();
       LlamaQuantizeParams params = defaults_();
@@ -267,6 +269,12 @@ TEST_F(LlamaCppQuantize, Phi3FusedQkv) {
 
 TEST_F(LlamaCppQuantize, Gemma3TiedEmbeddingGqa4) {
   ExpectSameFiles(*FindDensePreset("gemma3", "tiny-256"));
+}
+
+// gpt-oss's published mix (MXFP4_MOE): the stacked experts MXFP4, every other matrix Q8_0
+// (its 2-D expert bias arrays stay F32), on the tiny preset.
+TEST_F(LlamaCppQuantize, GptOssMxfp4Moe) {
+  ExpectSameFiles(*FindDensePreset("gpt-oss", "tiny"), FileType::kMXFP4_MOE);
 }
 
 // The other dense presets (qwen2's biases, qwen3 at GQA 2, gemma2, llama3's rope_freqs): same

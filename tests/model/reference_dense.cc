@@ -37,6 +37,9 @@ Status ReferenceDense::ReadShape(const gguf::GgufFile& file, int64_t max_context
   double scale = 1;
   if (scaling == "linear") {
     KV_ASSIGN_OR_RETURN(scale, file.GetFloat(a + "rope.scaling.factor"));
+  } else if (scaling == "yarn") {
+    KV_ASSIGN_OR_RETURN(yarn_factor_, file.GetFloat(a + "rope.scaling.factor"));
+    KV_ASSIGN_OR_RETURN(yarn_orig_, file.GetInt(a + "rope.scaling.original_context_length"));
   }
   KV_ASSIGN_OR_RETURN(attn_factor_, file.GetFloatOr(a + "rope.scaling.attn_factor", 1.0));
   KV_ASSIGN_OR_RETURN(int64_t context, file.GetInt(a + "context_length"));
@@ -55,10 +58,11 @@ Status ReferenceDense::ReadShape(const gguf::GgufFile& file, int64_t max_context
     KV_ASSIGN_OR_RETURN(attn_softcap_, file.GetFloatOr("gemma2.attn_logit_softcapping", 50.0));
     KV_ASSIGN_OR_RETURN(final_softcap_, file.GetFloatOr("gemma2.final_logit_softcapping", 30.0));
     KV_ASSIGN_OR_RETURN(window, file.GetIntOr("gemma2.attention.sliding_window", 4096));
-  } else if (arch_ == "gemma3") {
-    KV_ASSIGN_OR_RETURN(window, file.GetInt("gemma3.attention.sliding_window"));
+  } else if (arch_ == "gemma3" || arch_ == "gpt-oss") {
+    KV_ASSIGN_OR_RETURN(window, file.GetInt(arch_ + ".attention.sliding_window"));
   }
-  if (arch_ == "qwen2moe" || arch_ == "qwen3moe") {  // llama.cpp's qwen MoE graphs
+  const bool gpt_oss = arch_ == "gpt-oss";
+  if (arch_ == "qwen2moe" || arch_ == "qwen3moe" || gpt_oss) {  // llama.cpp's MoE graphs
     ReferenceMoeLayer& m = moe_shape_;
     m.dim = dim_;
     KV_ASSIGN_OR_RETURN(m.experts, file.GetInt(a + "expert_count"));
@@ -72,12 +76,15 @@ Status ReferenceDense::ReadShape(const gguf::GgufFile& file, int64_t max_context
                           file.GetIntOr(a + "expert_shared_feed_forward_length", ffn_));
     }
     m.norm_topk = arch_ == "qwen3moe";
+    m.softmax_weight = m.swiglu_oai = gpt_oss;  // gpt-oss: see reference_moe.h
   }
   layers_.resize(layers_n_);
   for (int64_t l = 0; l < layers_n_; ++l) {
     Layer& L = layers_[l];
     // gemma2: every even layer slides; gemma3: five of every six, with RoPE base 10000, no scale.
-    const bool sliding = (arch_ == "gemma2" && l % 2 == 0) || (arch_ == "gemma3" && l % 6 != 5);
+    // gpt-oss: even layers slide.
+    const bool sliding =
+        ((arch_ == "gemma2" || gpt_oss) && l % 2 == 0) || (arch_ == "gemma3" && l % 6 != 5);
     L.window = sliding ? window : 0;
     L.rope_base = sliding && arch_ == "gemma3" ? 10000.0 : base;
     L.rope_scale = sliding && arch_ == "gemma3" ? 1.0 : scale;
@@ -111,12 +118,23 @@ Status ReferenceDense::BindLayer(const gguf::GgufFile& file, int64_t l) {
   KV_ASSIGN_OR_RETURN(L.k_norm, F32Tensor(file, p + "attn_k_norm.weight", false));
   KV_ASSIGN_OR_RETURN(L.wo, F32Tensor(file, p + "attn_output.weight"));
   KV_ASSIGN_OR_RETURN(L.bo, F32Tensor(file, p + "attn_output.bias", false));
-  KV_ASSIGN_OR_RETURN(L.attn_post_norm, F32Tensor(file, p + "post_attention_norm.weight", false));
-  KV_ASSIGN_OR_RETURN(L.ffn_norm, F32Tensor(file, p + "ffn_norm.weight"));
+  KV_ASSIGN_OR_RETURN(L.sinks, F32Tensor(file, p + "attn_sinks.weight", false));
+  if (arch_ == "gpt-oss") {  // its FFN norm is named post_attention_norm; no post-norms
+    KV_ASSIGN_OR_RETURN(L.ffn_norm, F32Tensor(file, p + "post_attention_norm.weight"));
+  } else {
+    KV_ASSIGN_OR_RETURN(L.attn_post_norm, F32Tensor(file, p + "post_attention_norm.weight", false));
+    KV_ASSIGN_OR_RETURN(L.ffn_norm, F32Tensor(file, p + "ffn_norm.weight"));
+  }
   if (moe_shape_.experts > 0) {
     ReferenceMoeLayer& m = L.moe;
     m = moe_shape_;
     KV_ASSIGN_OR_RETURN(m.router, F32Tensor(file, p + "ffn_gate_inp.weight"));
+    if (m.softmax_weight) {  // gpt-oss's biases
+      KV_ASSIGN_OR_RETURN(m.router_bias, F32Tensor(file, p + "ffn_gate_inp.bias"));
+      KV_ASSIGN_OR_RETURN(m.gate_bias, F32Tensor(file, p + "ffn_gate_exps.bias"));
+      KV_ASSIGN_OR_RETURN(m.up_bias, F32Tensor(file, p + "ffn_up_exps.bias"));
+      KV_ASSIGN_OR_RETURN(m.down_bias, F32Tensor(file, p + "ffn_down_exps.bias"));
+    }
     KV_ASSIGN_OR_RETURN(m.gate_exps, F32Tensor(file, p + "ffn_gate_exps.weight"));
     KV_ASSIGN_OR_RETURN(m.up_exps, F32Tensor(file, p + "ffn_up_exps.weight"));
     KV_ASSIGN_OR_RETURN(m.down_exps, F32Tensor(file, p + "ffn_down_exps.weight"));
@@ -175,15 +193,32 @@ void ReferenceDense::NormVector(const float* weight, std::vector<double>& x) con
 void ReferenceDense::RotateHeads(const Layer& L, std::vector<double>& x, int64_t heads,
                                  int64_t pos) const {
   const int64_t half = rope_dim_ / 2;
+  // YaRN (ggml's rope_yarn with ext_factor 1): pair i blends the angle divided by the factor
+  // and the plain one by a ramp between the pairs whose wavelengths fit beta_fast = 32 and
+  // beta_slow = 1 times into the original context; the magnitude grows by 0.1 ln(factor).
+  double low = 0, high = 0, magnitude = attn_factor_;
+  if (yarn_factor_ > 1) {
+    auto corr = [&](double beta) {
+      return rope_dim_ * std::log(yarn_orig_ / (beta * 2 * 3.14159265358979323846)) /
+             (2 * std::log(L.rope_base));
+    };
+    low = std::max(0.0, std::floor(corr(32)));
+    high = std::min(static_cast<double>(rope_dim_ - 1), std::ceil(corr(1)));
+    magnitude *= 1 + 0.1 * std::log(yarn_factor_);
+  }
   for (int64_t h = 0; h < heads; ++h) {
     for (int64_t i = 0; i < half; ++i) {
       double angle = (static_cast<double>(pos) / L.rope_scale) *
                      std::pow(L.rope_base, -static_cast<double>(2 * i) / rope_dim_);
       if (rope_factors_ != nullptr) angle /= rope_factors_[i];
+      if (yarn_factor_ > 1) {
+        const double ramp = 1 - std::clamp((i - low) / std::max(0.001, high - low), 0.0, 1.0);
+        angle = angle / yarn_factor_ * (1 - ramp) + angle * ramp;
+      }
       double& a = x[h * head_dim_ + (neox_ ? i : 2 * i)];
       double& b = x[h * head_dim_ + (neox_ ? i + half : 2 * i + 1)];
       const double a0 = a, b0 = b;
-      const double c = std::cos(angle) * attn_factor_, s = std::sin(angle) * attn_factor_;
+      const double c = std::cos(angle) * magnitude, s = std::sin(angle) * magnitude;
       a = a0 * c - b0 * s;
       b = a0 * s + b0 * c;
     }
@@ -208,8 +243,11 @@ void ReferenceDense::Attention(int64_t layer, const std::vector<double>& q,
       if (attn_softcap_ > 0) s = attn_softcap_ * std::tanh(s / attn_softcap_);
       w[j] = s;
     }
-    const double mx = *std::max_element(w.begin() + first, w.end());
-    double total = 0;
+    // gpt-oss's sink: one more term of the denominator, with no value.
+    const float* sinks = layers_[layer].sinks;
+    double mx = *std::max_element(w.begin() + first, w.end());
+    if (sinks != nullptr) mx = std::max(mx, static_cast<double>(sinks[h]));
+    double total = sinks != nullptr ? std::exp(sinks[h] - mx) : 0;
     for (int64_t j = first; j <= pos_; ++j) total += (w[j] = std::exp(w[j] - mx));
     for (int64_t j = first; j <= pos_; ++j) {
       for (int64_t d = 0; d < head_dim_; ++d) {

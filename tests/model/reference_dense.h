@@ -1,5 +1,5 @@
 // A naive float64 forward pass of the dense-attention GGUF architectures kvserve runs (llama,
-// qwen2, qwen3, phi3, gemma2, gemma3, and the mixtures of experts qwen2moe, qwen3moe, their
+// qwen2, qwen3, phi3, gemma2, gemma3, and the mixtures of experts qwen2moe, qwen3moe, gpt-oss, their
 // experts evaluated one by one in reference_moe.cc) with F32 weights, written for the tests only:
 // it shares no code with kernels/ or model/ (its own metadata reading, architecture rules, norms,
 // RoPE pairings, attention with windows and soft-capping, GELU, softmax) and keeps K/V per layer in
@@ -36,7 +36,8 @@ class ReferenceDense {
     const float *attn_norm = nullptr, *wq = nullptr, *wk = nullptr, *wv = nullptr, *wqkv = nullptr,
                 *bq = nullptr, *bk = nullptr, *bv = nullptr, *q_norm = nullptr, *k_norm = nullptr,
                 *wo = nullptr, *bo = nullptr, *attn_post_norm = nullptr, *ffn_norm = nullptr,
-                *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr, *ffn_post_norm = nullptr;
+                *w_gate = nullptr, *w_up = nullptr, *w_down = nullptr, *ffn_post_norm = nullptr,
+                *sinks = nullptr;
     ReferenceMoeLayer moe;  // used when moe.experts > 0
     int64_t window = 0;     // 0: every earlier position
     double rope_base = 10000, rope_scale = 1;
@@ -59,6 +60,8 @@ class ReferenceDense {
   double eps_ = 1e-5, attn_factor_ = 1, q_scale_ = 1, embed_scale_ = 1;
   double attn_softcap_ = 0, final_softcap_ = 0;  // 0: none
   bool neox_ = false, gelu_ = false;
+  double yarn_factor_ = 1;  // gpt-oss's YaRN (1: none)
+  int64_t yarn_orig_ = 0;
   ReferenceMoeLayer moe_shape_;          // experts > 0 for a mixture of experts
   const float* rope_factors_ = nullptr;  // (rope_dim / 2) angle divisors, or null
   const float* embd_ = nullptr;

@@ -20,6 +20,14 @@ struct ReferenceMoeLayer {
   const float* down_exps = nullptr;                      // (experts, dim, expert_ffn)
   const float *gate_shexp = nullptr, *up_shexp = nullptr, *down_shexp = nullptr;  // or null
   const float* shared_gate = nullptr;  // (dim): shared output * sigmoid(shared_gate . n), or null
+  // gpt-oss: experts chosen by the raw logits, weighted by a softmax over the chosen ones;
+  // biases on the router and on each expert's projections; the clamped SwiGLU
+  // min(g, 7) * sigmoid(1.702 min(g, 7)) * (clamp(u, -7, 7) + 1).
+  bool softmax_weight = false;
+  bool swiglu_oai = false;
+  const float* router_bias = nullptr;                    // (experts), or null
+  const float *gate_bias = nullptr, *up_bias = nullptr;  // (experts, expert_ffn), or null
+  const float* down_bias = nullptr;                      // (experts, dim), or null
 };
 
 // out = MoE(n) for the normed input n (dim values).

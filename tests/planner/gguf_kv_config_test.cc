@@ -4,7 +4,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
+#include <initializer_list>
+#include <string>
+#include <vector>
 
 #include "core/units.h"
 #include "kv/config.h"
@@ -29,6 +33,20 @@ void ExpectSameConfig(const kv::KvCacheConfig& a, const kv::KvCacheConfig& b) {
   EXPECT_EQ(a.max_model_len, b.max_model_len);
   EXPECT_EQ(a.max_chunk_tokens, b.max_chunk_tokens);
   EXPECT_EQ(kv::DescribeKvFormats(a), kv::DescribeKvFormats(b));  // specs, writers, readers
+}
+
+// Its groups' descriptions, sorted: the same groups, whichever order each side lists them in
+// (the planner's gpt-oss-20b preset lists its sliding group first, DenseKvGroups the full one).
+std::vector<std::string> SortedGroups(const kv::KvCacheConfig& c) {
+  std::vector<std::string> groups;
+  std::string all = kv::DescribeKvFormats(c);
+  for (size_t start = 0; start <= all.size();) {
+    const size_t end = std::min(all.find(';', start), all.size());
+    groups.push_back(all.substr(start, end - start));
+    start = end + 1;
+  }
+  std::sort(groups.begin(), groups.end());
+  return groups;
 }
 
 // The mini kvserve-v41 model, metadata only (the KV layout needs no weights).
@@ -183,43 +201,71 @@ TEST(GgufKvConfig, DeepseekV3ShapeGgufMatchesThePreset) {
   EXPECT_EQ(ca->num_tokens, 589696);
 }
 
-// The Qwen3-30B-A3B shape as a qwen3moe GGUF (make-model --arch qwen3moe --preset
-// qwen3-30b-a3b, metadata only) plans the KV of the hand-written preset (BF16: 2 x 48 layers x
-// 4 KV heads x 128 dims x 2 B = 98304 B per token; at TP 4 one KV head per rank), and
-// MakeModelKvLayout (what serve allocates for the file) is the planner's TP-1 config.
-TEST(GgufKvConfig, Qwen3MoeShapeGgufMatchesThePreset) {
-  const std::string path =
-      (fs::temp_directory_path() / ("kvserve_q3moe_" + std::to_string(getpid()) + ".gguf"))
-          .string();
-  Result<model::DenseSpec> spec = model::FindDensePreset("qwen3moe", "qwen3-30b-a3b");
-  ASSERT_TRUE(spec.ok());
-  ASSERT_TRUE(model::DenseRandomWriter(*spec, model::RandomWeights{})->Write(path).ok());
+// A published shape as a make-model GGUF of `arch` (metadata only) against the planner's
+// hand-written preset of the same model: MakeModelKvLayout (what serve allocates for the file)
+// is the planner's TP-1 config of the file, and at each TP the file and the preset plan the same
+// groups (in any order) and token capacity (BF16 KV, 40 GiB pool). Returns the file's capacity
+// per TP.
+std::vector<kv::KvCapacity> ExpectShapeGgufPlansAsPreset(const char* arch, const char* preset,
+                                                         int64_t max_len,
+                                                         std::initializer_list<int> tps) {
+  const std::string path = (fs::temp_directory_path() /
+                            (std::string("kvserve_") + preset + std::to_string(getpid()) + ".gguf"))
+                               .string();
+  std::vector<kv::KvCapacity> out;
+  Result<model::DenseSpec> spec = model::FindDensePreset(arch, preset);
+  EXPECT_TRUE(spec.ok());
+  if (!spec.ok()) return out;
+  EXPECT_TRUE(model::DenseRandomWriter(*spec, model::RandomWeights{})->Write(path).ok());
   Result<ModelDesc> gguf = LoadGgufModel(path);
   auto file = gguf::GgufFile::Open(path);
   fs::remove(path);
-  ASSERT_TRUE(gguf.ok()) << gguf.status().ToString();
-  ASSERT_TRUE(file.ok());
-  Result<ModelDesc> preset = LoadModelPreset("qwen3-30b-a3b");
-  ASSERT_TRUE(preset.ok()) << preset.status().ToString();
-  model::KvLayoutOptions options{"bf16", 16, 40960, 8192};
-  Result<model::ModelKvLayout> served = model::MakeModelKvLayout(**file, options);
-  ASSERT_TRUE(served.ok()) << served.status().ToString();
-  Result<kv::KvCacheConfig> tp1 = PlanKvConfig(*gguf, 1, 16, 40960, 8192, "bf16");
-  ASSERT_TRUE(tp1.ok()) << tp1.status().ToString();
+  Result<ModelDesc> planned = LoadModelPreset(preset);
+  EXPECT_TRUE(gguf.ok() && file.ok() && planned.ok());
+  if (!gguf.ok() || !file.ok() || !planned.ok()) return out;
+  Result<model::ModelKvLayout> served =
+      model::MakeModelKvLayout(**file, {"bf16", 16, max_len, 8192});
+  Result<kv::KvCacheConfig> tp1 = PlanKvConfig(*gguf, 1, 16, max_len, 8192, "bf16");
+  EXPECT_TRUE(served.ok() && tp1.ok());
+  if (!served.ok() || !tp1.ok()) return out;
   ExpectSameConfig(*tp1, served->config);
-  const uint64_t pool = uint64_t{40} << 30;
-  for (int tp : {1, 4}) {
+  for (int tp : tps) {
     SCOPED_TRACE(tp);
-    Result<kv::KvCacheConfig> a = PlanKvConfig(*gguf, tp, 16, 40960, 8192, "bf16");
-    Result<kv::KvCacheConfig> b = PlanKvConfig(*preset, tp, 16, 40960, 8192, "auto");
-    ASSERT_TRUE(a.ok() && b.ok());
-    ExpectSameConfig(*a, *b);
-    Result<kv::KvCapacity> ca = kv::ComputeCapacity(*a, pool);
-    Result<kv::KvCapacity> cb = kv::ComputeCapacity(*b, pool);
-    ASSERT_TRUE(ca.ok() && cb.ok());
-    EXPECT_EQ(ca->bytes_per_token, 98304.0 / tp);
+    Result<kv::KvCacheConfig> a = PlanKvConfig(*gguf, tp, 16, max_len, 8192, "bf16");
+    Result<kv::KvCacheConfig> b = PlanKvConfig(*planned, tp, 16, max_len, 8192, "auto");
+    EXPECT_TRUE(a.ok() && b.ok());
+    if (!a.ok() || !b.ok()) return out;
+    EXPECT_EQ(a->max_model_len, b->max_model_len);
+    EXPECT_EQ(SortedGroups(*a), SortedGroups(*b));
+    Result<kv::KvCapacity> ca = kv::ComputeCapacity(*a, uint64_t{40} << 30);
+    Result<kv::KvCapacity> cb = kv::ComputeCapacity(*b, uint64_t{40} << 30);
+    EXPECT_TRUE(ca.ok() && cb.ok());
+    if (!ca.ok() || !cb.ok()) return out;
     EXPECT_EQ(ca->num_tokens, cb->num_tokens);
+    EXPECT_EQ(ca->bytes_per_token, cb->bytes_per_token);
+    out.push_back(*ca);
   }
+  return out;
+}
+
+// Qwen3-30B-A3B (make-model --arch qwen3moe --preset qwen3-30b-a3b): BF16 2 x 48 layers x 4 KV
+// heads x 128 dims x 2 B = 98304 B per token; at TP 4 one KV head per rank.
+TEST(GgufKvConfig, Qwen3MoeShapeGgufMatchesThePreset) {
+  const std::vector<kv::KvCapacity> c =
+      ExpectShapeGgufPlansAsPreset("qwen3moe", "qwen3-30b-a3b", 40960, {1, 4});
+  ASSERT_EQ(c.size(), 2u);
+  EXPECT_EQ(c[0].bytes_per_token, 98304.0);
+  EXPECT_EQ(c[1].bytes_per_token, 98304.0 / 4);
+}
+
+// gpt-oss-20b (make-model --arch gpt-oss --preset gpt-oss-20b): the hybrid KV of a sliding group
+// (the 12 even layers, 128-token windows) and a full group (the 12 odd ones), each 8 KV heads x
+// 64 dims: the full group holds 2 x 12 x 8 x 64 x 2 B = 24576 B per token in BF16.
+TEST(GgufKvConfig, GptOssShapeGgufMatchesThePreset) {
+  const std::vector<kv::KvCapacity> c =
+      ExpectShapeGgufPlansAsPreset("gpt-oss", "gpt-oss-20b", 131072, {1, 2});
+  ASSERT_EQ(c.size(), 2u);
+  ASSERT_EQ(c[0].groups.size(), 2u);
 }
 
 TEST(GgufKvConfig, Stories260KDtypeAndTp) {

@@ -40,6 +40,7 @@ struct Case {
   std::string make_model_args;  // after `kvserve make-model`
   std::string rendered;         // what the family's template makes of kMessages
   bool real_shape = false;
+  std::string max_model_len = "64";  // gpt-oss's preamble is longer
 };
 
 void PrintTo(const Case& c, std::ostream* os) {
@@ -70,6 +71,13 @@ std::vector<Case> Cases() {
       {"gemma3_tiny", "--arch gemma3 --preset tiny", kGemma},
       {"qwen2moe_tiny", "--arch qwen2moe --preset tiny", kChatMl},
       {"qwen3moe_tiny", "--arch qwen3moe --preset tiny", kChatMl},
+      {"gpt_oss_tiny", "--arch gpt-oss --preset tiny --type mxfp4_moe",
+       "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+       "Knowledge cutoff: 2024-06\n\nReasoning: medium\n\n# Valid channels: analysis, "
+       "commentary, final. Channel must be included for every message.<|end|><|start|>developer"
+       "<|message|># Instructions\n\nYou are terse.\n\n<|end|><|start|>user<|message|>Hello "
+       "there<|end|><|start|>assistant",
+       false, "256"},
       {"qwen3_0_6b", "--arch qwen3 --preset qwen3-0.6b --type q4_0", kChatMl, true},
       {"gemma3_1b", "--arch gemma3 --preset gemma3-1b --type q4_0", kGemma, true},
   };
@@ -111,7 +119,7 @@ TEST_P(ArchitectureServeTest, AnswersAChatRequestWithTheFamilysTemplate) {
   const std::string path = MakeModel(c.make_model_args);
   ServerProcess server;
   ASSERT_TRUE(server.Start(path,
-                           {"--max-model-len", "64", "--kv-cache-memory-bytes", "64MiB",
+                           {"--max-model-len", c.max_model_len, "--kv-cache-memory-bytes", "64MiB",
                             "--max-num-seqs", "2", "--served-model-name", "m"},
                            c.real_shape ? 600 : 60))
       << server.error() << "\n"

@@ -22,7 +22,8 @@ constexpr DType kAll[] = {DType::kF32,
                           DType::kQ5_K,
                           DType::kQ6_K,
                           DType::kIQ4_NL,
-                          DType::kIQ4_XS};
+                          DType::kIQ4_XS,
+                          DType::kMXFP4};
 
 TEST(DType, ExactRowSizes) {
   EXPECT_EQ(RowBytes(DType::kFP4_E2M1_E4M3_16, 512), 288);
@@ -45,6 +46,7 @@ TEST(DType, ExactRowSizes) {
   EXPECT_EQ(RowBytes(DType::kQ5_K, 256), 176);
   EXPECT_EQ(RowBytes(DType::kQ6_K, 256), 210);
   EXPECT_EQ(RowBytes(DType::kIQ4_XS, 256), 136);
+  EXPECT_EQ(RowBytes(DType::kMXFP4, 2880), 1530);  // gpt-oss-20b's expert rows: 90 blocks
   EXPECT_EQ(RowBytes(DType::kQ4_K, 4096), 16 * 144);
 }
 
@@ -82,6 +84,7 @@ TEST(DType, GgmlIds) {
   EXPECT_EQ(DTypeFromGgmlTypeId(12), DType::kQ4_K);
   EXPECT_EQ(DTypeFromGgmlTypeId(3), DType::kQ4_1);
   EXPECT_EQ(DTypeFromGgmlTypeId(23), DType::kIQ4_XS);
+  EXPECT_EQ(DTypeFromGgmlTypeId(39), DType::kMXFP4);
   EXPECT_EQ(DTypeFromGgmlTypeId(16), std::nullopt);  // IQ2_XXS
   EXPECT_EQ(DTypeFromGgmlTypeId(34), std::nullopt);  // TQ1_0
   EXPECT_EQ(DTypeFromGgmlTypeId(1000), std::nullopt);
@@ -91,6 +94,7 @@ TEST(DType, IntegerQuantTypes) {
   EXPECT_TRUE(IsIntegerQuant(DType::kQ8_0));
   EXPECT_TRUE(IsIntegerQuant(DType::kQ6_K));
   EXPECT_TRUE(IsIntegerQuant(DType::kIQ4_NL));
+  EXPECT_TRUE(IsIntegerQuant(DType::kMXFP4));
   EXPECT_FALSE(IsIntegerQuant(DType::kF16));
   EXPECT_FALSE(IsIntegerQuant(DType::kFP8_E4M3_E8M0_32));
 }

@@ -26,7 +26,8 @@ using DequantizeRowFn = void (*)(const void* x, float* y, int64_t k);
 
 constexpr DType kTypes[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ5_0,
                             DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,
-                            DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+                            DType::kQ5_K, DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS,
+                            DType::kMXFP4};
 
 std::string GgmlSymbolName(DType t) {
   std::string name(DTypeName(t));

@@ -18,7 +18,7 @@ namespace {
 
 constexpr DType kNewTypes[] = {DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K,
                                DType::kQ3_K, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                               DType::kIQ4_NL, DType::kIQ4_XS};
+                               DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 constexpr int8_t kNl[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
                             1,    13,   25,  38,  53,  69,  89,  113};
@@ -164,6 +164,18 @@ void NaiveIq4Xs(const uint8_t* b, float* y) {
   }
 }
 
+// MXFP4 from its definition: E2M1 element times the E8M0 scale 2^(e - 127), computed in double
+// (exact: every product is a power of two times 0..6) and rounded to f32 once.
+void NaiveMxfp4(const uint8_t* b, float* y) {
+  constexpr double kE2M1[8] = {0, 0.5, 1, 1.5, 2, 3, 4, 6};
+  const double scale = std::ldexp(1.0, b[0] - 127);
+  for (int j = 0; j < 32; ++j) {
+    const int nibble = j < 16 ? b[1 + j] & 0xF : b[1 + j - 16] >> 4;
+    const double v = kE2M1[nibble & 7] * scale;
+    y[j] = static_cast<float>(nibble & 8 && v != 0 ? -v : v);  // ggml: code 8 is +0
+  }
+}
+
 void NaiveBlock(DType t, const uint8_t* b, float* y) {
   switch (t) {
     case DType::kQ2_K: return NaiveQ2K(b, y);
@@ -172,6 +184,7 @@ void NaiveBlock(DType t, const uint8_t* b, float* y) {
     case DType::kQ5_K: return NaiveQ45K(b, true, y);
     case DType::kQ6_K: return NaiveQ6K(b, y);
     case DType::kIQ4_XS: return NaiveIq4Xs(b, y);
+    case DType::kMXFP4: return NaiveMxfp4(b, y);
     default: return NaiveQ32(t, b, y);
   }
 }
@@ -204,7 +217,7 @@ TEST(QuantInts, RoundTripErrorPerFormat) {
   const std::pair<DType, double> kBounds[] = {
       {DType::kQ4_1, 0.11}, {DType::kQ5_0, 0.06}, {DType::kQ5_1, 0.055}, {DType::kQ2_K, 0.40},
       {DType::kQ3_K, 0.20}, {DType::kQ4_K, 0.10}, {DType::kQ5_K, 0.05},  {DType::kQ6_K, 0.025},
-      {DType::kIQ4_NL, 0.10}, {DType::kIQ4_XS, 0.10}};
+      {DType::kIQ4_NL, 0.10}, {DType::kIQ4_XS, 0.10}, {DType::kMXFP4, 0.13}};
   std::mt19937 rng(5);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   constexpr int64_t kN = 4096;

@@ -171,5 +171,22 @@ TEST(PreTokenizerDifferentialTest, DeepseekCoderMatchesStdRegex) {
                      {true, "[" + kN + "]", {}}});
 }
 
+// o200k ("gpt-4o": gpt-oss), llama.cpp's form of it (letters cased by ASCII only).
+TEST(PreTokenizerDifferentialTest, O200kMatchesStdRegex) {
+  const std::string upper = "((?=[" + kL + "])([^a-z]))";
+  const std::string lower = "((?=[" + kL + "])([^A-Z]))";
+  const std::string contraction = "(?:'[sS]|'[tT]|'[rR][eE]|'[vV][eE]|'[mM]|'[lL][lL]|'[dD])?";
+  const std::string prefix = "[^\\r\\n" + kL + kN + "]?";
+  const std::string re = prefix + upper + "*" + lower + "+" + contraction + "|" + prefix + upper +
+                         "+" + lower + "*" + contraction + "|[" + kN + "]{1,3}| ?[^\\s" + kL + kN +
+                         "]+[\\r\\n/]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+  ExpectSameAsRegex(PreTokenizerKind::kO200k, {{true, re, {}}});
+  EXPECT_EQ(PreTokenize(PreTokenizerKind::kO200k, "HELLOworld's CAF\xC3\x89 123456"),
+            (std::vector<std::string>{"HELLOworld's",
+                                      "\xC4\xA0"
+                                      "CAF\xC3\x83\xC4\xAB",
+                                      "\xC4\xA0", "123", "456"}));
+}
+
 }  // namespace
 }  // namespace kvserve::tokenizer

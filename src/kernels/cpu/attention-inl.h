@@ -340,11 +340,22 @@ HWY_INLINE void ResetStates(float* states, int count, int state_floats, int padd
   }
 }
 
-// out[0, hd) = acc * (1 / the halving sum of L).
-HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out) {
+// out[0, hd) = acc * (1 / the halving sum of L). With an attention sink s (gpt-oss; null:
+// none), the sink joins the softmax denominator as one more term that carries no value:
+//   m' = max(m, s); a = exp(m - m'); sum = fma(sum, a, exp(s - m')); out = acc * (a / sum).
+HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out,
+                         const float* sink = nullptr) {
   HWY_ALIGN float lanes[kLanes];
   std::memcpy(lanes, state + padded_hd, sizeof(lanes));
-  const float inv = 1.0f / TreeSum16(lanes);
+  float sum = TreeSum16(lanes);
+  float a = 1.0f;
+  if (sink != nullptr) {
+    const float m = state[padded_hd + kLanes];
+    const float top = std::max(m, *sink);
+    a = AttentionExp(m - top);
+    sum = std::fma(sum, a, AttentionExp(*sink - top));
+  }
+  const float inv = sink != nullptr ? a / sum : 1.0f / sum;
   for (int c = 0; c < hd; ++c) out[c] = state[c] * inv;
 }
 

@@ -26,6 +26,9 @@
 //       L = fma(L_k, b, L_t * a); acc = fma(acc_k, b, acc_t * a)
 //     skipping partitions the query sees no key of.
 //   out[d] = acc[d] * (1 / sum), sum = the 16 lanes of L added by halving as above.
+//   With attention sinks (gpt-oss: one learned logit s per query head, a softmax term with no
+//   value), m' = max(m, s), a = exp(m - m'), sum' = fma(sum, a, exp(s - m')) and
+//   out[d] = acc[d] * (a / sum').
 // So a query's result depends only on its position, its window and the cached K/V: never on
 // the other tokens of the batch, on how a prompt was chunked, on the work split, on the
 // thread count or on the SIMD target (every target computes these operations lane by lane,
@@ -68,6 +71,9 @@ struct AttentionShape {
   // Logit soft-capping (Gemma 2): s = softcap * tanh(s / softcap) on each scaled score, before
   // the softmax; nullopt = none.
   std::optional<float> softcap;
+  // Attention sinks: (num_heads) logits, one per query head, added to the softmax denominator
+  // (not scaled, not soft-capped); null: none. Not owned (usually the mapped file).
+  const float* sinks = nullptr;
 };
 
 // One sequence's slice of a ragged batch. Its tokens are rows [first_row, first_row + num_tokens)

@@ -44,8 +44,9 @@ HWY_INLINE void StoreOutputs(const internal::AttentionCall& c, const AttentionSe
     float* row = c.out + (seq.first_row + first + r) * q_stride +
                  static_cast<int64_t>(kv_head) * group * shape.head_dim;
     for (int g = 0; g < group; ++g) {
+      const float* sink = shape.sinks != nullptr ? shape.sinks + kv_head * group + g : nullptr;
       Finalize(states + static_cast<int64_t>(r * group + g) * state_floats, shape.head_dim,
-               padded_hd, row + g * shape.head_dim);
+               padded_hd, row + g * shape.head_dim, sink);
     }
   }
 }

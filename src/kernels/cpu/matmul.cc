@@ -239,7 +239,7 @@ std::span<const tensor::DType> MatMulTypes() {
   static constexpr DType kTypes[] = {
       DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,   DType::kQ4_1,
       DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K, DType::kQ4_K,   DType::kQ5_K,
-      DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS};
+      DType::kQ6_K, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
   return kTypes;
 }
 

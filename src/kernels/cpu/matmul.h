@@ -1,6 +1,6 @@
 // MatMul: y = x W^T for weights stored as in GGUF: F32, F16, BF16 and the integer block formats
 // of tensor/quant_ints.h (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
-// IQ4_XS).
+// IQ4_XS, MXFP4).
 //
 // Numerical scheme (the determinism contract of DESIGN.md section 5):
 // every y[t, r] is a fixed function of weight row r and activation row t alone. It does not
@@ -19,7 +19,7 @@
 //
 //   Integer formats: the activation row is quantized first, to blocks aligned with the
 //     weight blocks:
-//       32-value formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL): blocks of 32 with scale
+//       32-value formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4): blocks of 32 with scale
 //         dx = amax / 127 (f32) and a = round-half-away(x * (1 / dx)) in [-127, 127];
 //       K formats (Q2_K..Q6_K, IQ4_XS): ggml's Q8_K, blocks of 256: max = the value of largest
 //         magnitude (first on ties), iscale = -127 / max, a = min(127, round-half-even(iscale

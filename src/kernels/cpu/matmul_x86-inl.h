@@ -290,6 +290,7 @@ void X86Rows(const WeightMatrix& w, const float* x, const internal::QuantActivat
       KVSERVE_QUANT_CASE(DType::kQ5_K)
       KVSERVE_QUANT_CASE(DType::kQ6_K)
       KVSERVE_QUANT_CASE(DType::kIQ4_XS)
+      KVSERVE_QUANT_CASE(DType::kMXFP4)
 #undef KVSERVE_FLOAT_CASE
 #undef KVSERVE_QUANT_CASE
       default: internal::PortableRows(w, x, act, n, y, row_begin, row_end); return;

@@ -111,9 +111,14 @@ HWY_INLINE __m256i BitsToBytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_and_si256(spread, bit), bit);
 }
 
-HWY_INLINE __m256i Iq4Lookup(__m256i nibbles) {
-  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(tensor::kIq4NlValues));
+// nibbles -> table[nibble] for a 16-entry int8 table (IQ4_NL's, MXFP4's).
+HWY_INLINE __m256i TableLookup(const int8_t* table16, __m256i nibbles) {
+  const __m128i table = _mm_loadu_si128(reinterpret_cast<const __m128i*>(table16));
   return _mm256_shuffle_epi8(_mm256_set_m128i(table, table), nibbles);
+}
+
+HWY_INLINE __m256i Iq4Lookup(__m256i nibbles) {
+  return TableLookup(tensor::kIq4NlValues, nibbles);
 }
 
 // ---- 32-value formats: one block -> 32 int8 values, d, dmin ----
@@ -121,6 +126,11 @@ HWY_INLINE __m256i Iq4Lookup(__m256i nibbles) {
 template <tensor::DType kType>
 HWY_INLINE void DecodeBlock32(const uint8_t* b, uint8_t* vals, float* d, float* dmin) {
   using tensor::DType;
+  if constexpr (kType == DType::kMXFP4) {  // E8M0 scale byte, no f16 field
+    *d = tensor::Mxfp4Scale(b[0]);
+    Store256(vals, TableLookup(tensor::kMxfp4Values, NibblesInOrder(b + 1)));
+    return;
+  }
   *d = LoadHalf(b);
   __m256i v;
   if constexpr (kType == DType::kQ8_0) {
@@ -287,6 +297,7 @@ HWY_NOINLINE void DecodeRows(const uint8_t* row, int64_t row_bytes, int num_rows
                              : kType == tensor::DType::kQ5_K ? 176
                              : kType == tensor::DType::kQ6_K ? 210
                              : kType == tensor::DType::kIQ4_XS ? 136
+                             : kType == tensor::DType::kMXFP4  ? 17
                                                               : 18;  // Q4_0, IQ4_NL
   const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));
   for (int i = 0; i < num_rows; ++i) {

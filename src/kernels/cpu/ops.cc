@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/check.h"
+#include "kernels/cpu/rope_yarn.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -21,13 +22,19 @@ void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
   const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
   // Pair i's two indices within a head.
   const bool neox = params.style == RopeStyle::kNeox;
+  const bool yarn = params.yarn.factor > 1.0;
+  const double magnitude =
+      yarn ? params.attn_factor * (1.0 + 0.1 * std::log(params.yarn.factor)) : params.attn_factor;
+  const YarnRamp ramp =
+      yarn ? MakeYarnRamp(params.yarn, params.rope_dim, params.freq_base) : YarnRamp{};
   for (int i = 0; i < half; ++i) {
     const double inv_freq =
         std::pow(params.freq_base, -2.0 * i / static_cast<double>(params.rope_dim));
     double theta = scaled_pos * inv_freq;
     if (params.freq_factors != nullptr) theta /= params.freq_factors[i];
-    const float c = static_cast<float>(std::cos(theta) * params.attn_factor);
-    const float s = static_cast<float>(std::sin(theta) * params.attn_factor);
+    if (yarn) theta = YarnTheta(params.yarn, ramp, i, theta);
+    const float c = static_cast<float>(std::cos(theta) * magnitude);
+    const float s = static_cast<float>(std::sin(theta) * magnitude);
     const int a = neox ? i : 2 * i;
     const int b = neox ? i + half : 2 * i + 1;
     for (int h = 0; h < num_heads; ++h) {
@@ -44,6 +51,14 @@ void SiluMul(float* gate, const float* up, int64_t n) {
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+  }
+}
+
+void SwigluOaiMul(float* gate, const float* up, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float g = std::min(gate[i], kSwigluOaiLimit);
+    const float u = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
+    gate[i] = g / (1.0f + std::exp(kSwigluOaiAlpha * (-g))) * (u + 1.0f);
   }
 }
 

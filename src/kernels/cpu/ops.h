@@ -21,6 +21,9 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps
 //   theta_i = (pos / linear_scale) * base^(-2i / rope_dim) / freq_factors[i]
 // (freq_factors absent = 1: Llama 3's rope_freqs.weight, Phi-3's long/short factors), and the
 // rotated values are multiplied by attn_factor (1 unless the file says otherwise).
+// With YaRN (yarn.factor > 1; gpt-oss), theta_i is kernels/cpu/rope_yarn.h's blend of the
+// unscaled and the interpolated angle, and the magnitude attn_factor * (1 + 0.1 ln(factor)),
+// as ggml's rope computes it for rope.scaling.type "yarn" (ext_factor 1).
 //   kNormal (llama.cpp LLAMA_ROPE_TYPE_NORM, the `llama` architecture): pair i = (2i, 2i + 1)
 //   kNeox (LLAMA_ROPE_TYPE_NEOX: qwen2, qwen3, phi3, gemma*): pair i = (i, i + rope_dim / 2)
 // Dimensions >= rope_dim pass through. x: (num_heads, head_dim), modified in place.
@@ -28,6 +31,13 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps
 // 3*10000^-0.5, 3*10000^-0.75 radians; kNormal turns (0,1),(2,3),(4,5),(6,7), kNeox turns
 // (0,4),(1,5),(2,6),(3,7).
 enum class RopeStyle { kNormal, kNeox };
+// YaRN rotary scaling (kernels/cpu/rope_yarn.h has the angles).
+struct YarnParams {
+  double factor = 1.0;   // rope.scaling.factor (1 = no scaling: plain angles)
+  int64_t orig_ctx = 0;  // rope.scaling.original_context_length
+  double beta_fast = 32.0;
+  double beta_slow = 1.0;
+};
 struct RopeParams {
   int head_dim = 0;
   int rope_dim = 0;  // even, <= head_dim
@@ -36,11 +46,19 @@ struct RopeParams {
   RopeStyle style = RopeStyle::kNormal;
   const float* freq_factors = nullptr;  // (rope_dim / 2) divisors of the angles, or null
   double attn_factor = 1.0;             // scales cos and sin (llama.cpp's rope attn_factor)
+  YarnParams yarn{};                    // factor > 1: YaRN angles and magnitude
 };
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos);
 
 // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n).
 void SiluMul(float* gate, const float* up, int64_t n);
+
+// gpt-oss's clamped SwiGLU (ggml's swiglu_oai, alpha 1.702, limit 7), i in [0, n):
+//   g = min(gate[i], limit); u = clamp(up[i], -limit, limit)
+//   gate[i] = g / (1 + exp(-alpha g)) * (u + 1)
+inline constexpr float kSwigluOaiAlpha = 1.702f;
+inline constexpr float kSwigluOaiLimit = 7.0f;
+void SwigluOaiMul(float* gate, const float* up, int64_t n);
 
 // gate[i] = gelu(gate[i]) * up[i], i in [0, n), GELU's tanh form as the models define it
 // (PyTorch's gelu(approximate="tanh")): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in f32.

@@ -16,28 +16,30 @@ double CorrectionDim(int rope_dim, int64_t orig_ctx, double beta, double base) {
 
 }  // namespace
 
+YarnRamp MakeYarnRamp(const YarnParams& yarn, int rope_dim, double base) {
+  YarnRamp r;
+  r.low = std::max(0.0, std::floor(CorrectionDim(rope_dim, yarn.orig_ctx, yarn.beta_fast, base)));
+  r.high = std::min(static_cast<double>(rope_dim - 1),
+                    std::ceil(CorrectionDim(rope_dim, yarn.orig_ctx, yarn.beta_slow, base)));
+  return r;
+}
+
+double YarnTheta(const YarnParams& yarn, const YarnRamp& ramp, int i, double extrap) {
+  const double y = (i - ramp.low) / std::max(0.001, ramp.high - ramp.low);
+  const double mix = 1.0 - std::min(1.0, std::max(0.0, y));
+  return extrap / yarn.factor * (1.0 - mix) + extrap * mix;
+}
+
 void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads,
               int32_t pos) {
   DCHECK(rope.rope_dim % 2 == 0 && rope.rope_dim <= rope.head_dim);
   DCHECK(rope.linear_scale == 1.0);
   const bool scaled = yarn.factor > 1.0;
-  double low = 0, high = 0;
-  if (scaled) {
-    low = std::max(0.0, std::floor(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_fast,
-                                                 rope.freq_base)));
-    high = std::min(
-        static_cast<double>(rope.rope_dim - 1),
-        std::ceil(CorrectionDim(rope.rope_dim, yarn.orig_ctx, yarn.beta_slow, rope.freq_base)));
-  }
+  const YarnRamp ramp = scaled ? MakeYarnRamp(yarn, rope.rope_dim, rope.freq_base) : YarnRamp{};
   for (int i = 0; i < rope.rope_dim / 2; ++i) {
     const double extrap =
         pos * std::pow(rope.freq_base, -2.0 * i / static_cast<double>(rope.rope_dim));
-    double theta = extrap;
-    if (scaled) {
-      const double y = (i - low) / std::max(0.001, high - low);
-      const double ramp = 1.0 - std::min(1.0, std::max(0.0, y));
-      theta = extrap / yarn.factor * (1.0 - ramp) + extrap * ramp;
-    }
+    const double theta = scaled ? YarnTheta(yarn, ramp, i, extrap) : extrap;
     const float c = static_cast<float>(std::cos(theta));
     const float s = static_cast<float>(std::sin(theta));
     for (int h = 0; h < num_heads; ++h) {

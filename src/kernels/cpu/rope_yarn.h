@@ -8,7 +8,7 @@
 //   theta        = theta_interp * (1 - ramp(i)) + theta_extrap * ramp(i)
 // with low = max(0, floor(d(beta_fast))), high = min(rope_dim - 1, ceil(d(beta_slow))),
 //   d(beta) = rope_dim * ln(orig_ctx / (beta * 2 pi)) / (2 ln(base)).
-// The rotation is pure (cos, sin; no magnitude change): llama.cpp's deepseek2 graph cancels
+// RopeYarn's rotation is pure (cos, sin; no magnitude change): llama.cpp's deepseek2 graph cancels
 // ggml's YaRN magnitude factor in the rope and folds mscale^2 into the attention scale instead
 // (YarnAttentionScale).
 // Example: rope_dim 64, base 10000, factor 40, orig_ctx 4096: low = 10, high = 23; pairs below
@@ -21,12 +21,16 @@
 
 namespace kvserve::kernels {
 
-struct YarnParams {
-  double factor = 1.0;   // rope.scaling.factor (1 = no scaling: Rope's plain angles)
-  int64_t orig_ctx = 0;  // rope.scaling.original_context_length
-  double beta_fast = 32.0;
-  double beta_slow = 1.0;
+// YarnParams (kernels/cpu/ops.h): factor, orig_ctx, beta_fast, beta_slow.
+
+// The ramp's [low, high] pair range for a rope of rope_dim values at `base`.
+struct YarnRamp {
+  double low = 0;
+  double high = 0;
 };
+YarnRamp MakeYarnRamp(const YarnParams& yarn, int rope_dim, double base);
+// The YaRN angle of pair i whose unscaled angle is `extrap` (theta above).
+double YarnTheta(const YarnParams& yarn, const YarnRamp& ramp, int i, double extrap);
 
 // Rotates the first rope.rope_dim values of each of num_heads heads (head stride
 // rope.head_dim) of x by the YaRN angles above at `pos`. rope.linear_scale must be 1.
