@@ -48,10 +48,7 @@ TEST(KvArenaTest, ManagerPrefaultsEveryGroupWhenAsked) {
   const KvCacheConfig config = testing::V41Like(16, 512);  // sliding, full and latent groups
   KvCacheManagerOptions options;
   options.prefault_memory = true;
-  options.fingerprint = {.weights_digest = "test",
-                         .arch = "test",
-                         .kv_formats = DescribeKvFormats(config),
-                         .block_size = config.block_size};
+  options.fingerprint = testing::TestFingerprint(config);
   auto m = KvCacheManager::Create(config, 8 << 20, options);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   for (int g = 0; g < (*m)->num_groups(); ++g) {

@@ -15,10 +15,7 @@ std::unique_ptr<KvCacheManager> MakeManager(const KvCacheConfig& config, uint64_
   KvCacheManagerOptions options;
   options.enable_prefix_caching = caching;
   options.allocate_memory = memory;
-  options.fingerprint = {.weights_digest = "test",
-                         .arch = "test",
-                         .kv_formats = DescribeKvFormats(config),
-                         .block_size = config.block_size};
+  options.fingerprint = testing::TestFingerprint(config);
   auto m = KvCacheManager::Create(config, budget, options);
   CHECK(m.ok()) << m.status().ToString();
   return std::move(m).value();

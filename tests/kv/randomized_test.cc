@@ -27,10 +27,7 @@ class Driver {
       : config_(config), rng_(seed), memory_(memory) {
     KvCacheManagerOptions options;
     options.allocate_memory = memory;
-    options.fingerprint = {.weights_digest = "rand",
-                           .arch = "test",
-                           .kv_formats = DescribeKvFormats(config),
-                           .block_size = config.block_size};
+    options.fingerprint = testing::TestFingerprint(config, "rand");
     auto m = KvCacheManager::Create(config, budget, options);
     CHECK(m.ok()) << m.status().ToString();
     m_ = std::move(m).value();

@@ -2,10 +2,22 @@
 #pragma once
 
 #include <numeric>
+#include <string>
+#include <utility>
 
 #include "kv/config.h"
+#include "kv/hash.h"
 
 namespace kvserve::kv::testing {
+
+// A model fingerprint for a test manager over `config` (KvCacheManagerOptions::fingerprint).
+inline ModelFingerprint TestFingerprint(const KvCacheConfig& config,
+                                        std::string weights_digest = "test") {
+  return {.weights_digest = std::move(weights_digest),
+          .arch = "test",
+          .kv_formats = DescribeKvFormats(config),
+          .block_size = config.block_size};
+}
 
 // One full-attention group over `num_layers` layers.
 inline KvCacheConfig DenseConfig(int num_layers, int kv_heads, int head_dim, tensor::DType dtype,
