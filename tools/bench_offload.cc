@@ -26,6 +26,7 @@
 #include "core/log.h"
 #include "core/units.h"
 #include "engine/engine.h"
+#include "tools/bench_compare_util.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
 
@@ -199,16 +200,24 @@ Status RunBenchOffload(BenchOffloadFlags f) {
                   fmt::format("kvserve-bench-offload-{}", ::getpid())).string();
   }
   if (f.repeats < 1) return InvalidArgument("--repeats must be at least 1");
+  KV_ASSIGN_OR_RETURN(engine::EngineConfig config, ResolveEngineFlags(f.engine_flags));
+  const int threads = config.NumThreads();
+  const double bandwidth = MeasureReadBandwidth(threads);
+  fmt::print("memory read bandwidth ({} threads, best of 3 passes over 1 GiB): {:.1f} GB/s; "
+             "load average {}\n\n",
+             threads, bandwidth / 1e9, LoadAverage());
   fmt::print("| prompt tokens | cold | device hit | CPU tier | file tier | Redis | cached "
              "tokens | KV loaded | CPU tier load | file tier load | Redis load |\n"
              "|---|---|---|---|---|---|---|---|---|---|---|\n");
   bool dropped = true;
+  std::vector<double> rates;  // CPU tier load rates (bytes/s), per prompt length
   for (size_t i = 0; i < f.input_lens.size(); ++i) {
     KV_ASSIGN_OR_RETURN(Row r, Measure(f, f.input_lens[i], static_cast<uint32_t>(17 + i)));
     dropped = dropped && r.page_cache_dropped;
     fmt::print("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", r.len, Ms(r.cold),
                Ms(r.device), Ms(r.cpu), Ms(r.file), Ms(r.redis), r.cached, FormatBytes(r.bytes),
                Load(r.bytes, r.cpu_load), Load(r.bytes, r.file_load), Load(r.bytes, r.redis_load));
+    rates.push_back(r.cpu_load > 0 ? static_cast<double>(r.bytes) / r.cpu_load : 0);
     if (!r.notes.empty()) fmt::print("warning ({} tokens):{}\n", r.len, r.notes);
     std::fflush(stdout);
   }
@@ -217,6 +226,10 @@ Status RunBenchOffload(BenchOffloadFlags f) {
              "load into device blocks, hand-over), rate = KV bytes / that time; the rest of a "
              "tier TTFT is that step, the same work as a device hit's\n",
              f.repeats, dropped ? "dropped" : "NOT dropped (not root)");
+  for (size_t i = 0; i < rates.size(); ++i) {
+    fmt::print("CPU tier load at {} tokens: {:.0f}% of the memory read bandwidth\n",
+               f.input_lens[i], 100 * rates[i] / bandwidth);
+  }
   std::error_code ec;
   std::filesystem::remove_all(f.root_dir, ec);
   return Status::Ok();
