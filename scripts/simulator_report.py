@@ -139,8 +139,9 @@ def calibration_section(work, threads):
     ]
     if engine_table:
         out += ["", "The engine's own work per step (`Engine::Step` less its forward pass and "
-                "the sampling the fit predicts; the median step of each shape):", "",
-                "| engine step | step ms | forward ms | fitted forward ms | extra ms | "
+                "the sampler work the grid times; the median step of each shape; `fitted`: the "
+                "fitted profile's forward + sampler time for the same batch):", "",
+                "| engine step | step ms | forward + sampler ms | fitted ms | extra ms | "
                 "fitted extra ms |", "|---|---|---|---|---|---|", *engine_table[2:]]
     return "\n".join(out)
 

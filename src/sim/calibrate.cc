@@ -139,16 +139,8 @@ class StepTimer {
     for (int32_t& x : t) x = static_cast<int32_t>(rng_() % static_cast<uint64_t>(model_.vocab_size()));
     return t;
   }
-  // As the engine samples: every sampled row on the pool, temperature 1 (bench throughput's).
   void Sample(int64_t rows, std::span<const int32_t> history) {
-    sampling::SamplingParams params;
-    const int64_t vocab = model_.vocab_size();
-    pool_.ParallelFor(static_cast<size_t>(rows), [&](size_t begin, size_t end, int thread) {
-      for (size_t i = begin; i < end; ++i) {
-        (void)samplers_[thread].Sample({logits_.data() + i * vocab, static_cast<size_t>(vocab)},
-                                       params, {history, {}}, 1234 + i);
-      }
-    });
+    SampleRows(pool_, samplers_, logits_.data(), rows, model_.vocab_size(), history);
   }
   // Writes every page of `blocks` once, as the engine's prefill would have: untouched memory
   // reads as the kernel's shared zero page, which stays in cache and would make the attention
@@ -233,14 +225,25 @@ std::string NotesJson(const CalibrationOptions& o, const Calibration& c, int thr
   }
   for (const EngineOverheadPoint& p : c.engine.points) {
     j["engine_points"].push_back({{"shape", p.label}, {"step_s", p.step},
-                                  {"forward_s", p.forward},
-                                  {"fitted_forward_s", p.fitted_forward}, {"extra_s", p.extra},
+                                  {"forward_s", p.forward}, {"sampler_s", p.sampler},
+                                  {"fitted_s", p.fitted}, {"extra_s", p.extra},
                                   {"predicted_s", p.predicted}});
   }
   return j.dump();
 }
 
 }  // namespace
+
+void SampleRows(ThreadPool& pool, std::vector<sampling::Sampler>& samplers, const float* logits,
+                int64_t rows, int64_t vocab, std::span<const int32_t> history) {
+  sampling::SamplingParams params;
+  pool.ParallelFor(static_cast<size_t>(rows), [&](size_t begin, size_t end, int thread) {
+    for (size_t i = begin; i < end; ++i) {
+      (void)samplers[thread].Sample({logits + i * vocab, static_cast<size_t>(vocab)}, params,
+                                    {history, {}}, 1234 + i);
+    }
+  });
+}
 
 double CalibrationSeconds(int threads) {
   if (threads == 1) {

@@ -46,7 +46,13 @@ class TimedModel final : public model::Model {
 class Probe {
  public:
   Probe(engine::Engine& engine, TimedModel& model, const CostModel& cost, int threads)
-      : engine_(engine), model_(model), cost_(cost), threads_(threads) {}
+      : engine_(engine), model_(model), cost_(cost), threads_(threads), pool_(threads),
+        samplers_(static_cast<size_t>(threads),
+                  sampling::Sampler(static_cast<int32_t>(model.vocab_size()))) {
+    std::normal_distribution<float> normal(0.0f, 2.0f);
+    logits_.resize(static_cast<size_t>(64 * model.vocab_size()));
+    for (float& x : logits_) x = normal(rng_);
+  }
 
   // Adds `count` requests of `prompt_len` fresh random tokens (no prefix hits), each generating
   // `max_tokens` tokens (ignoring EOS, temperature 1: as `bench throughput`).
@@ -66,10 +72,10 @@ class Probe {
     return Status::Ok();
   }
 
-  // One Engine::Step: its time, the forward pass's, and the predicted sampling of its batch.
+  // One Engine::Step: its time, the forward pass's, the sampler work the grid times with a
+  // shape (SampleRows on as many rows, right after the step), and the profile's prediction.
   struct Timed {
-    double step = 0, forward = 0, sampling = 0;
-    double fitted_forward = 0;  // the profile's time for the batch, less its sampling
+    double step = 0, forward = 0, sampler = 0, fitted = 0;
     std::vector<SequenceWork> shape;
   };
   Timed Step() {
@@ -80,9 +86,14 @@ class Probe {
     t.step = CalibrationSeconds(threads_) - start;
     t.forward = model_.TakeForwardSeconds();
     t.shape = model_.shape();
-    const StepCost fitted = cost_.Cost(t.shape);
-    t.sampling = fitted.seconds_by[static_cast<int>(OpKind::kSampling)];
-    t.fitted_forward = fitted.seconds - t.sampling;
+    int64_t rows = 0;
+    for (const SequenceWork& w : t.shape) rows += w.sampled ? 1 : 0;
+    rows = std::min<int64_t>(rows, 64);  // the probes sample at most 64 rows
+    const int32_t history[] = {1};
+    const double sample_start = CalibrationSeconds(threads_);
+    SampleRows(pool_, samplers_, logits_.data(), rows, model_.vocab_size(), history);
+    t.sampler = CalibrationSeconds(threads_) - sample_start;
+    t.fitted = cost_.Cost(t.shape).seconds;
     return t;
   }
 
@@ -122,7 +133,7 @@ class Probe {
  private:
   static Result<EngineOverheadPoint> Summarize(std::string label, std::vector<Timed> runs) {
     if (runs.empty()) return Internal(fmt::format("engine overhead: no step of {}", label));
-    auto extra = [](const Timed& t) { return t.step - t.forward - t.sampling; };
+    auto extra = [](const Timed& t) { return t.step - t.forward - t.sampler; };
     std::sort(runs.begin(), runs.end(),
               [&](const Timed& a, const Timed& b) { return extra(a) < extra(b); });
     const Timed& median = runs[runs.size() / 2];
@@ -132,7 +143,8 @@ class Probe {
     for (const SequenceWork& w : median.shape) p.tokens += w.num_new_tokens;
     p.step = median.step;
     p.forward = median.forward;
-    p.fitted_forward = median.fitted_forward;
+    p.sampler = median.sampler;
+    p.fitted = median.fitted;
     p.extra = extra(median);
     return p;
   }
@@ -141,6 +153,9 @@ class Probe {
   TimedModel& model_;
   const CostModel& cost_;
   int threads_;
+  ThreadPool pool_;  // for SampleRows, as the grid samples
+  std::vector<sampling::Sampler> samplers_;
+  std::vector<float> logits_;  // 64 rows of random logits
   std::mt19937_64 rng_{7};
 };
 
