@@ -43,6 +43,8 @@ class TimedModel final : public model::Model {
   std::vector<SequenceWork> shape_;
 };
 
+// Drives the engine (which owns `model`) through the probe shapes, one Engine::Step at a time,
+// on the calibrating thread. Owns a pool and samplers of its own for SampleRows.
 class Probe {
  public:
   Probe(engine::Engine& engine, TimedModel& model, const CostModel& cost, int threads)
