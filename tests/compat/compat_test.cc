@@ -13,6 +13,7 @@
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string_view>
@@ -69,6 +70,32 @@ Result<std::string> ResolveModel(std::string_view source, const std::string& dir
   return path;
 }
 
+// Writes `to`: `from` with every BF16 tensor widened to F32 (exact: a bf16 is the top half of
+// an f32), metadata and every other tensor as they are.
+Status WidenBf16(const std::string& from, const std::string& to) {
+  KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(from));
+  gguf::GgufWriter writer;
+  for (const auto& [key, value] : file->metadata()) writer.Set(key, value);
+  for (const gguf::TensorInfo& t : file->tensors()) {
+    if (!t.dtype) return InvalidArgument("WidenBf16: tensor " + t.name + " has no kvserve type");
+    const auto* bytes = reinterpret_cast<const uint8_t*>(t.data);
+    std::vector<uint8_t> data(bytes, bytes + t.size_bytes);
+    tensor::DType type = *t.dtype;
+    if (type == tensor::DType::kBF16) {
+      data.assign(static_cast<size_t>(t.NumElements()) * 4, 0);
+      for (int64_t i = 0; i < t.NumElements(); ++i) {
+        uint16_t h;
+        std::memcpy(&h, bytes + 2 * i, 2);
+        const uint32_t widened = uint32_t{h} << 16;
+        std::memcpy(data.data() + 4 * i, &widened, 4);
+      }
+      type = tensor::DType::kF32;
+    }
+    KV_RETURN_IF_ERROR(writer.AddTensor(t.name, t.dims, type, std::move(data)));
+  }
+  return writer.Write(to);
+}
+
 Result<tokenizer::Tokenizer> LoadTokenizer(const std::string& path) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> file, gguf::GgufFile::Open(path));
   return tokenizer::Tokenizer::FromGguf(*file);
@@ -91,13 +118,15 @@ std::vector<TokenLogprob> ParseAnchorList(const nlohmann::json& list) {
 }
 
 // kvserve's side for every trajectory, then one llama.cpp run teacher-forced on all of them.
+// llama.cpp runs `anchor_model` (the same file, or its widened copy).
 Result<std::vector<PositionLogprobs>> CollectPositions(const ModelCase& c, const std::string& model,
+                                                       const std::string& anchor_model,
                                                        const std::string& dir) {
   KV_ASSIGN_OR_RETURN(tokenizer::Tokenizer tok, LoadTokenizer(model));
   // One thread on each side: ctest runs two tests at once on CI's 2 cores, and a pool that
   // waits on a descheduled worker is slow on a loaded machine (kvserve's results do not
   // depend on the thread count).
-  nlohmann::json job = {{"model", model},
+  nlohmann::json job = {{"model", anchor_model},
                         {"threads", 1},
                         {"top_k", 5},
                         {"kv_type", std::string(c.kv_dtype) == "f32" ? "F32" : "F16"},
@@ -193,7 +222,14 @@ TEST_P(LogprobsTest, MatchLlamaCpp) {
   Result<std::string> model = ResolveModel(c.source, dir.path(), skip);
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   if (!skip.empty()) GTEST_SKIP() << skip;
-  Result<std::vector<PositionLogprobs>> positions = CollectPositions(c, *model, dir.path());
+  std::string anchor_model = *model;
+  if (c.anchor_widened) {
+    anchor_model = dir.path() + "/widened.gguf";
+    const Status widened = WidenBf16(*model, anchor_model);
+    ASSERT_TRUE(widened.ok()) << widened.ToString();
+  }
+  Result<std::vector<PositionLogprobs>> positions =
+      CollectPositions(c, *model, anchor_model, dir.path());
   ASSERT_TRUE(positions.ok()) << positions.status().ToString();
   // Quantized types: both sides quantize activations, each its own way, so a logprob may
   // legitimately differ by up to the bound: the top-1 is required where the margin exceeds
