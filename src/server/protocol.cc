@@ -223,7 +223,21 @@ MaybeError MessageContent(const json& m, std::string* out) {
   return std::nullopt;
 }
 
+// "reasoning_effort" (OpenAI / vLLM): low, medium or high; the harmony template (gpt-oss)
+// writes it into its system preamble, the other templates ignore it.
+MaybeError ParseChatOptions(const json& body, tokenizer::ChatOptions* options) {
+  if (!Field(body, "reasoning_effort")) return std::nullopt;
+  KV_RETURN_IF_API_ERROR(GetString(body, "reasoning_effort", &options->reasoning_effort));
+  if (!tokenizer::IsReasoningEffort(options->reasoning_effort)) {
+    return BadRequest("'reasoning_effort' must be one of 'low', 'medium', 'high'",
+                      "reasoning_effort");
+  }
+  return std::nullopt;
+}
+
 MaybeError ParseMessages(const json& body, const ParseContext& c, ParsedRequest* out) {
+  tokenizer::ChatOptions options;
+  KV_RETURN_IF_API_ERROR(ParseChatOptions(body, &options));
   const json* v = Field(body, "messages");
   if (!v) return BadRequest("'messages' is required", "messages");
   if (!v->is_array()) return WrongType("'messages' must be a list", "messages");
@@ -239,7 +253,8 @@ MaybeError ParseMessages(const json& body, const ParseContext& c, ParsedRequest*
     KV_RETURN_IF_API_ERROR(CheckPromptBytes(num_bytes, c));
     messages.push_back(std::move(message));
   }
-  Result<std::string> text = c.chat_template->Apply(messages, /*add_generation_prompt=*/true);
+  Result<std::string> text =
+      c.chat_template->Apply(messages, /*add_generation_prompt=*/true, options);
   if (!text.ok()) return BadRequest(text.status().message(), "messages");
   KV_RETURN_IF_API_ERROR(CheckPromptBytes(static_cast<int64_t>(text->size()), c));
   std::vector<int32_t> ids = c.tokenizer->Encode(*text, {.add_special = false,

@@ -5,7 +5,8 @@
 // of token ids), messages, max_tokens / max_completion_tokens, temperature, top_p, top_k,
 // min_p, seed, stop (string or list), presence_penalty, frequency_penalty,
 // repetition_penalty, logprobs (int for completions, bool for chat) and top_logprobs, n,
-// echo, stream, stream_options.include_usage, user, cache_salt, ignore_eos.
+// echo, stream, stream_options.include_usage, user, cache_salt, ignore_eos, reasoning_effort
+// (chat: low, medium or high, for the harmony template's system preamble).
 #pragma once
 
 #include <cstdint>

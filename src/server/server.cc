@@ -199,7 +199,7 @@ http::Response Server::HandleMetrics() {
       "text/plain; version=0.0.4");
 }
 
-// {"prompt": "text", "add_special_tokens": true} or {"messages": [...]} ->
+// {"prompt": "text", "add_special_tokens": true} or {"messages": [...], "reasoning_effort"} ->
 // {"tokens": [...], "count": N, "max_model_len": L}.
 http::Response Server::HandleTokenize(const http::Request& req) {
   http::Response error;
@@ -211,6 +211,9 @@ http::Response Server::HandleTokenize(const http::Request& req) {
   if (body->contains("messages")) {
     ParsedRequest parsed;
     json chat = {{"messages", (*body)["messages"]}, {"max_tokens", 1}};
+    if (body->contains("reasoning_effort")) {
+      chat["reasoning_effort"] = (*body)["reasoning_effort"];
+    }
     if (std::optional<ApiError> e = ParseRequest(Endpoint::kChat, chat, context, &parsed)) {
       return ErrorResponse(*e);
     }

@@ -39,12 +39,13 @@ std::string Today(const char* format = "%d %b %Y") {
 }
 
 // gpt-oss's system preamble (its template's defaults: model identity, knowledge cutoff, then
-// the date when the template can ask for it, reasoning effort and the channels).
+// the date when the template can ask for it, "Reasoning: " the effort, and the channels).
 constexpr const char* kHarmonyIdentity =
     "You are ChatGPT, a large language model trained by OpenAI.\nKnowledge cutoff: 2024-06\n";
+constexpr const char* kHarmonyDefaultEffort = "medium";
 constexpr const char* kHarmonyChannels =
-    "\nReasoning: medium\n\n# Valid channels: analysis, commentary, final. Channel must be "
-    "included for every message.";
+    "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+    "message.";
 
 bool Contains(std::string_view text, std::string_view marker) {
   return text.find(marker) != std::string_view::npos;
@@ -81,6 +82,10 @@ std::optional<std::string> TakeSystem(std::vector<ChatMessage>& messages) {
 }
 
 }  // namespace
+
+bool IsReasoningEffort(std::string_view value) {
+  return value == "low" || value == "medium" || value == "high";
+}
 
 const char* ChatTemplateFamilyName(ChatTemplateFamily family) {
   for (const auto& [f, name] : kNames) {
@@ -137,8 +142,13 @@ ChatTemplate ChatTemplate::FromJinja(std::string_view jinja, std::string bos_tok
 }
 
 Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> input,
-                                        bool add_generation_prompt) const {
+                                        bool add_generation_prompt,
+                                        const ChatOptions& options) const {
   KV_ASSIGN_OR_RETURN(std::vector<ChatMessage> messages, Normalize(input));
+  if (!options.reasoning_effort.empty() && !IsReasoningEffort(options.reasoning_effort)) {
+    return InvalidArgument(fmt::format("reasoning effort '{}': expected low, medium or high",
+                                       options.reasoning_effort));
+  }
   switch (family_) {
     case ChatTemplateFamily::kChatMl: return RenderChatMl(messages, add_generation_prompt);
     case ChatTemplateFamily::kLlama2: return RenderLlama2(messages);
@@ -147,7 +157,8 @@ Result<std::string> ChatTemplate::Apply(std::span<const ChatMessage> input,
     case ChatTemplateFamily::kDeepSeek: return RenderDeepSeek(messages, add_generation_prompt);
     case ChatTemplateFamily::kGemma: return RenderGemma(messages, add_generation_prompt);
     case ChatTemplateFamily::kPhi3: return RenderPhi3(messages, add_generation_prompt);
-    case ChatTemplateFamily::kHarmony: return RenderHarmony(messages, add_generation_prompt);
+    case ChatTemplateFamily::kHarmony:
+      return RenderHarmony(messages, add_generation_prompt, options.reasoning_effort);
   }
   return Internal("unknown chat template family");
 }
@@ -290,14 +301,18 @@ std::string ChatTemplate::RenderPhi3(const std::vector<ChatMessage>& messages,
   return out;
 }
 
-// gpt-oss (harmony): the system preamble, a leading system message as developer instructions,
-// user turns, past answers on the final channel, then "<|start|>assistant" for the model to
-// open its channel (analysis, then final).
+// gpt-oss (harmony): the system preamble (with "Reasoning: low|medium|high"), a leading system
+// message as developer instructions, user turns, past answers on the final channel, then
+// "<|start|>assistant" for the model to open its channel (analysis, then final).
 std::string ChatTemplate::RenderHarmony(const std::vector<ChatMessage>& messages,
-                                        bool add_generation_prompt) const {
+                                        bool add_generation_prompt,
+                                        std::string_view reasoning_effort) const {
   std::string out = std::string("<|start|>system<|message|>") + kHarmonyIdentity;
   if (harmony_today_) out += "Current date: " + Today("%Y-%m-%d") + "\n";
-  out.append(kHarmonyChannels).append("<|end|>");
+  out.append("\nReasoning: ")
+      .append(reasoning_effort.empty() ? kHarmonyDefaultEffort : reasoning_effort)
+      .append(kHarmonyChannels)
+      .append("<|end|>");
   size_t first = 0;
   if (!messages.empty() && messages[0].role == "system") {
     out += "<|start|>developer<|message|># Instructions\n\n" + messages[0].content + "\n\n<|end|>";

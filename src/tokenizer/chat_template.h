@@ -13,8 +13,9 @@
 //   "<｜User｜>" / "<｜Assistant｜>"       deepseek (R1: the generation prompt opens "<think>\n")
 //   "<start_of_turn>"                     gemma    (system folded into the first user turn)
 //   "<|user|>" with "<|end|>"             phi3
-//   "<|channel|>"                         harmony  (gpt-oss: system preamble with reasoning
-//                                                  "medium" and the channels, system message as
+//   "<|channel|>"                         harmony  (gpt-oss: system preamble with the reasoning
+//                                                  effort, "medium" unless the request sets it,
+//                                                  and the channels, system message as
 //                                                  developer instructions, answers on "final")
 // Nothing recognised (or no template at all): chatml, as llama.cpp's default.
 //
@@ -54,6 +55,16 @@ struct ChatMessage {
   std::string content;
 };
 
+// What a request passes to the template besides its messages (vLLM's chat template kwargs).
+struct ChatOptions {
+  // gpt-oss (harmony): the system preamble's "Reasoning: " line, "low", "medium" or "high"
+  // (IsReasoningEffort); empty: the template's default, "medium". Other families ignore it.
+  std::string reasoning_effort;
+};
+
+// "low", "medium" or "high": the values of OpenAI's / vLLM's `reasoning_effort`.
+bool IsReasoningEffort(std::string_view value);
+
 class ChatTemplate {
  public:
   // bos_token / eos_token: the texts the template's {{ bos_token }} / {{ eos_token }} render.
@@ -62,9 +73,10 @@ class ChatTemplate {
   static ChatTemplate FromJinja(std::string_view jinja, std::string bos_token,
                                 std::string eos_token);
 
-  // The prompt text. InvalidArgument for an empty conversation or an unknown role.
-  Result<std::string> Apply(std::span<const ChatMessage> messages,
-                            bool add_generation_prompt) const;
+  // The prompt text. InvalidArgument for an empty conversation, an unknown role or a
+  // reasoning effort other than those IsReasoningEffort accepts.
+  Result<std::string> Apply(std::span<const ChatMessage> messages, bool add_generation_prompt,
+                            const ChatOptions& options = {}) const;
 
   ChatTemplateFamily family() const { return family_; }
   bool recognised() const { return recognised_; }  // false: the fallback is in use
@@ -88,7 +100,8 @@ class ChatTemplate {
   std::string RenderDeepSeek(const std::vector<ChatMessage>& messages, bool gen) const;
   std::string RenderGemma(std::vector<ChatMessage> messages, bool gen) const;
   std::string RenderPhi3(const std::vector<ChatMessage>& messages, bool gen) const;
-  std::string RenderHarmony(const std::vector<ChatMessage>& messages, bool gen) const;
+  std::string RenderHarmony(const std::vector<ChatMessage>& messages, bool gen,
+                            std::string_view reasoning_effort) const;
 };
 
 }  // namespace kvserve::tokenizer

@@ -2,7 +2,7 @@
 // engine, scheduler and KV manager: a request's tokens and logprobs are bit-identical alone or
 // among 16 others (whose tokens route to other experts in the same grouped expert matmuls),
 // for any chunk budget, with 1 or 2 threads and after a prefix-cache hit. The CPU and file
-// tiers: offload_engine_test.cc.
+// tiers (deepseek2, qwen3moe, gpt-oss): offload_engine_test.cc.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 

@@ -1,6 +1,7 @@
 // The offload tiers through the real engine, on stories260K (skipped when absent) and on the
 // small kvserve-v41 hybrid model (sliding-window + compressed-latent groups), deepseek2 tiny
-// (MLA latents, MoE) and qwen3moe tiny (GQA, MoE): a prompt pushed out of a small device pool
+// (MLA latents, MoE), qwen3moe tiny (GQA, MoE) and gpt-oss tiny (MXFP4 experts, sinks, a
+// sliding group beside the full one): a prompt pushed out of a small device pool
 // comes back from the CPU tier, and from the file tier after a restart (a new engine over the
 // same directory), with tokens and logprobs bit-identical to the cold run; a corrupted block file
 // is detected and recomputed, never served.
@@ -42,6 +43,10 @@ const ModelCase kV41{"v41", &testing::SmallModelPath, 4, 40 << 10, 128, 61, 128}
 const ModelCase kDeepseek2{"deepseek2", &testing::Deepseek2Path, 16, 10 * 16 * 1152, 144, 100, 512};
 // qwen3moe tiny: F32 K and V of 2 heads x 48 dims over 4 layers = 3072 B/token.
 const ModelCase kQwen3Moe{"qwen3moe", &testing::Qwen3MoePath, 16, 10 * 16 * 3072, 144, 100, 1024};
+// gpt-oss tiny: F16 K and V of 2 heads x 32 dims, 8192 B per block in each group (layers 1, 3
+// full; 0, 2 sliding over 16 tokens). One request of 144 tokens in 64-token chunks: 9 full +
+// min(ceil((16 + 64) / 16) + 1, 9) = 6 sliding blocks, plus the two null blocks.
+const ModelCase kGptOss{"gpt_oss", &testing::GptOssPath, 16, (9 + 6 + 2) * 8192, 144, 100, 1024};
 
 class OffloadEngineTest : public ::testing::TestWithParam<ModelCase> {
  protected:
@@ -216,7 +221,7 @@ TEST_P(OffloadEngineTest, AbortBeforeTheLoadedRequestRunsFreesBlocks) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, OffloadEngineTest,
-                         ::testing::Values(kStories, kV41, kDeepseek2, kQwen3Moe),
+                         ::testing::Values(kStories, kV41, kDeepseek2, kQwen3Moe, kGptOss),
                          [](const auto& info) { return info.param.name; });
 
 }  // namespace

@@ -4,10 +4,14 @@
 // the model's shape, independently of the planner's preset/GGUF parsing.
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include <filesystem>
+#include <string>
 
 #include "core/units.h"
 #include "kv/kv_cache_manager.h"
+#include "model/dense_random.h"
 #include "planner/gguf_model.h"
 #include "planner/plan.h"
 
@@ -140,6 +144,41 @@ TEST(CapacityEquality, V41Mini) {
                    {latent2, {8}, {{9, 8}}},
                    {latent1, {10}, {{11, 10}, {12, 10}, {13, 10}}}};
   ExpectSame(model, config);
+}
+
+// gpt-oss tiny as make-model writes it (F32 matrices: F32 KV): 4 layers of 2 KV heads x 32
+// dims, the even ones sliding over 16 tokens. The allocator's config by hand: a full group of
+// layers 1 and 3 (2 x 2 layers x 2 heads x 32 dims x 4 B = 1024 B per token) and a sliding group
+// of layers 0 and 2 whose blocks per sequence are fixed by the window and the prefill chunk.
+TEST(CapacityEquality, GptOssTiny) {
+  Result<model::DenseSpec> spec = model::FindDensePreset("gpt-oss", "tiny");
+  ASSERT_TRUE(spec.ok());
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("kvserve_capacity_gpt_oss_" + std::to_string(::getpid()) + ".gguf"))
+                               .string();
+  ASSERT_TRUE(model::DenseRandomWriter(*spec, model::RandomWeights{})->Write(path).ok());
+  Result<ModelDesc> model = LoadGgufModel(path);
+  std::filesystem::remove(path);
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  EXPECT_EQ(model->max_model_len, 4096);
+  kv::KvCacheConfig config;
+  config.num_layers = 4;
+  config.max_model_len = 4096;
+  config.max_chunk_tokens = 2048;
+  config.groups = {{kv::FullAttention{2, 32, DType::kF32, false}, {1, 3}, {}},
+                   {kv::SlidingWindow{16, 2, 32, DType::kF32, false}, {0, 2}, {}}};
+  ExpectSame(*model, config);
+  // The formula: 1024 B per token in the full group, the sliding group's fixed
+  // ceil((16 + 2048) / 16) + 1 = 130 blocks of 16 x 1024 B per sequence.
+  Result<kv::KvCapacity> c = kv::ComputeCapacity(config, 64 * kMiB);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->groups[0].bytes_per_token.bytes, 1024.0);
+  EXPECT_EQ(c->groups[0].max_blocks_per_request, 256);
+  EXPECT_EQ(c->groups[1].block_bytes, 16 * 1024);
+  EXPECT_EQ(c->groups[1].max_blocks_per_request, 130);
+  const uint64_t usable = 64 * kMiB - 2 * 16 * 1024;
+  EXPECT_EQ(c->groups[0].num_blocks, static_cast<int64_t>(usable * 256 / (386 * 16384)) + 1);
+  EXPECT_EQ(c->groups[1].num_blocks, static_cast<int64_t>(usable * 130 / (386 * 16384)) + 1);
 }
 
 }  // namespace

@@ -260,12 +260,23 @@ TEST(GgufKvConfig, Qwen3MoeShapeGgufMatchesThePreset) {
 
 // gpt-oss-20b (make-model --arch gpt-oss --preset gpt-oss-20b): the hybrid KV of a sliding group
 // (the 12 even layers, 128-token windows) and a full group (the 12 odd ones), each 8 KV heads x
-// 64 dims: the full group holds 2 x 12 x 8 x 64 x 2 B = 24576 B per token in BF16.
+// 64 dims: the full group holds 2 x 12 x 8 x 64 x 2 B = 24576 B per token in BF16; the sliding
+// group a fixed ceil((128 + 8192 chunk) / 16) + 1 = 521 blocks of 16 tokens per sequence. At
+// TP 2 each rank holds 4 of the KV heads.
 TEST(GgufKvConfig, GptOssShapeGgufMatchesThePreset) {
   const std::vector<kv::KvCapacity> c =
       ExpectShapeGgufPlansAsPreset("gpt-oss", "gpt-oss-20b", 131072, {1, 2});
   ASSERT_EQ(c.size(), 2u);
-  ASSERT_EQ(c[0].groups.size(), 2u);
+  for (int tp : {1, 2}) {
+    SCOPED_TRACE(tp);
+    const kv::KvCapacity& cap = c[tp - 1];
+    ASSERT_EQ(cap.groups.size(), 2u);  // the file's order: full, then sliding
+    EXPECT_EQ(cap.groups[0].bytes_per_token.bytes, 24576.0 / tp);
+    EXPECT_EQ(cap.groups[0].max_blocks_per_request, 131072 / 16);
+    EXPECT_EQ(cap.groups[1].bytes_per_token.bytes, 24576.0 / tp);
+    EXPECT_EQ(cap.groups[1].block_bytes, 16 * 24576 / tp);
+    EXPECT_EQ(cap.groups[1].max_blocks_per_request, 521);
+  }
 }
 
 TEST(GgufKvConfig, Stories260KDtypeAndTp) {

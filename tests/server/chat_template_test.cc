@@ -187,5 +187,39 @@ TEST(ChatTemplateTest, FallbackAndErrors) {
   EXPECT_FALSE(ParseChatTemplateFamily("jinja2").ok());
 }
 
+// gpt-oss's harmony format by name (no published template in ../shared/chat-templates/): the
+// system preamble carries the request's reasoning effort ("medium" by default, as the
+// template's `reasoning_effort is not defined` branch), a system message becomes developer
+// instructions, past answers sit on the final channel.
+TEST(ChatTemplateTest, HarmonyReasoningEffort) {
+  ChatTemplate t(ChatTemplateFamily::kHarmony, "<|startoftext|>", "<|return|>");
+  auto render = [&](const std::string& effort) {
+    const std::string preamble =
+        "<|start|>system<|message|>You are ChatGPT, a large language model trained by OpenAI.\n"
+        "Knowledge cutoff: 2024-06\n\nReasoning: " + effort +
+        "\n\n# Valid channels: analysis, commentary, final. Channel must be included for every "
+        "message.<|end|>";
+    return preamble +
+           "<|start|>developer<|message|># Instructions\n\nYou are helpful.\n\n<|end|>"
+           "<|start|>user<|message|>Hi<|end|><|start|>assistant<|channel|>final<|message|>Hello!"
+           "<|end|><|start|>user<|message|>How are you?<|end|><|start|>assistant";
+  };
+  Result<std::string> out = t.Apply(kWithSystem, true);
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ(*out, render("medium"));
+  for (const char* effort : {"low", "medium", "high"}) {
+    out = t.Apply(kWithSystem, true, ChatOptions{effort});
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    EXPECT_EQ(*out, render(effort));
+  }
+  for (const char* bad : {"minimal", "HIGH", "medium\n"}) {
+    EXPECT_FALSE(t.Apply(kWithSystem, true, ChatOptions{bad}).ok()) << bad;
+  }
+  // Other families take the option and render as without it.
+  ChatTemplate chatml(ChatTemplateFamily::kChatMl, "", "");
+  EXPECT_EQ(*chatml.Apply(kWithSystem, true, ChatOptions{"high"}),
+            *chatml.Apply(kWithSystem, true));
+}
+
 }  // namespace
 }  // namespace kvserve::tokenizer

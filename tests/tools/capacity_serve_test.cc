@@ -1,11 +1,11 @@
 // One source of truth, end to end: for each local model (stories260K, the make-model 110m
-// preset, the kvserve-v41 mini preset, the gemma2 and gemma3 tiny presets) and several KV
-// budgets, the token capacity and blocks per group that the real `kvserve serve` allocates at
+// preset, the kvserve-v41 mini preset, the gemma2, gemma3 and gpt-oss tiny presets) and several
+// KV budgets, the token capacity and blocks per group that the real `kvserve serve` allocates at
 // startup equal what `kvserve plan` and `kvserve inspect` print for the same budget.
 //
 // Each case starts `kvserve serve MODEL --kv-cache-memory-bytes B` (ServerProcess), waits for
-// a 200 from /health, stops it with SIGTERM, and parses its startup log
-// (kv::FormatCapacityReport):
+// a 200 from /health, reads the block pools it really built from GET /v1/kv/state, stops it
+// with SIGTERM, and parses its startup log (kv::FormatCapacityReport):
 //   "KV group G <kind>: ...; N blocks x P B = ..."
 //   "KV cache: T tokens (block size 16)"
 //   "max concurrency at max-model-len L: C (...)"
@@ -17,6 +17,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -25,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "server/http_client.h"
 #include "server/server_process.h"
 
 namespace kvserve::tools {
@@ -57,6 +59,9 @@ struct ServeKv {
   int64_t num_tokens = -1;
   int64_t max_model_len = -1;
   double max_concurrency = -1;
+  int64_t request_bytes = -1;  // the max-concurrency formula's bytes of one max-length request
+  double growing_bytes_per_token = -1;  // the headline: what every token of context adds
+  double sliding_bytes_per_token = 0;   // "+ N B per token inside the sliding windows"
 };
 
 ServeKv ParseServeLog(const std::string& log) {
@@ -76,13 +81,29 @@ ServeKv ParseServeLog(const std::string& log) {
     kv.max_model_len = std::stoll(m[1]);
     kv.max_concurrency = std::stod(m[2]);
   }
+  if (std::regex_search(log, m, std::regex(R"(/ (\d+) B per request of)"))) {
+    kv.request_bytes = std::stoll(m[1]);
+  }
+  if (std::regex_search(log, m, std::regex(R"(KV bytes per token: ([0-9.]+) B)"))) {
+    kv.growing_bytes_per_token = std::stod(m[1]);
+  }
+  if (std::regex_search(log, m, std::regex(R"(\+ ([0-9.]+) B per token inside the sliding)"))) {
+    kv.sliding_bytes_per_token = std::stod(m[1]);
+  }
   return kv;
 }
 
+// A running serve: its startup log and its GET /v1/kv/state (the pools it built).
+struct ServeStartup {
+  std::string log;
+  Json kv_state;
+};
+
 // Starts `kvserve serve MODEL --kv-cache-memory-bytes BUDGET` (tests/server/server_process.h:
-// a free loopback port, waits for /health so SIGTERM reaches a running accept loop), stops
-// it, and returns its log; "" (with a failure) when it never got there.
-std::string ServeStartupLog(const std::string& model, uint64_t budget, double timeout_s = 120) {
+// a free loopback port, waits for /health so SIGTERM reaches a running accept loop), reads
+// /v1/kv/state, stops it, and returns both; an empty log (with a failure) when it never got
+// there.
+ServeStartup StartAndStopServe(const std::string& model, uint64_t budget, double timeout_s = 120) {
   server::testing::ServerProcess server;
   const bool started = server.Start(model,
                                     {"--kv-cache-memory-bytes", std::to_string(budget),
@@ -90,9 +111,11 @@ std::string ServeStartupLog(const std::string& model, uint64_t budget, double ti
                                      "--threads", "1"},
                                     timeout_s);
   EXPECT_TRUE(started) << "kvserve serve " << model << " did not start: " << server.error();
-  if (!started) return "";
+  if (!started) return {};
+  const server::testing::Reply state = server::testing::Get(server.port(), "/v1/kv/state");
+  EXPECT_EQ(state.status, 200) << state.raw;
   server.Stop(30);
-  return server.Log();
+  return {server.Log(), state.body};
 }
 
 class CapacityServeTest : public ::testing::Test {
@@ -124,15 +147,30 @@ class CapacityServeTest : public ::testing::Test {
     return path.string();
   }
 
-  // The three-way check for one model and budget.
-  void ExpectServePlanInspectAgree(const std::string& model, uint64_t budget) {
+  // The three-way check for one model and budget; serve's numbers (empty when it did not
+  // start).
+  ServeKv ExpectServePlanInspectAgree(const std::string& model, uint64_t budget) {
     SCOPED_TRACE(model + " budget " + std::to_string(budget));
-    const std::string log = ServeStartupLog(model, budget);
+    ServeKv serve;
+    ExpectAgreement(model, budget, serve);
+    return serve;
+  }
+
+  void ExpectAgreement(const std::string& model, uint64_t budget, ServeKv& serve) {
+    const ServeStartup startup = StartAndStopServe(model, budget);
+    const std::string& log = startup.log;
     if (log.empty()) return;
-    const ServeKv serve = ParseServeLog(log);
+    serve = ParseServeLog(log);
     ASSERT_GT(serve.num_tokens, 0) << log;
     ASSERT_GT(serve.max_model_len, 0) << log;
     ASSERT_FALSE(serve.num_blocks.empty()) << log;
+    // The block pools the running server built: the log's blocks less the null block each.
+    const Json& groups = startup.kv_state["groups"];
+    ASSERT_EQ(groups.size(), serve.num_blocks.size()) << startup.kv_state.dump();
+    for (size_t g = 0; g < groups.size(); ++g) {
+      EXPECT_EQ(groups[g]["blocks"]["total"].get<int64_t>(), serve.num_blocks[g] - 1) << g;
+      EXPECT_EQ(groups[g]["block_bytes"].get<int64_t>(), serve.block_bytes[g]) << g;
+    }
 
     int code = -1;
     const std::string plan_out = RunTool(
@@ -211,6 +249,45 @@ TEST_F(CapacityServeTest, GemmaTiny) {
     for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7}) {
       ExpectServePlanInspectAgree(path, budget);
     }
+  }
+}
+
+// gpt-oss: the even layers slide over a window (128 tokens published, 16 in tiny), the odd ones
+// are global: a sliding group and a full group (model::DenseKvGroups, full first). With F16 KV
+// (mxfp4_moe quantizes every matrix) each group's 2 layers hold 2 (K,V) x 2 layers x 2 KV heads
+// x 32 dims x 2 B = 512 B per token, 8192 B per 16-token block. The headline bytes per token
+// counts the full layers only; the sliding group holds the window plus a prefill chunk (and one
+// block) per sequence whatever its length. So one max-length request of L tokens needs
+//   M = ceil(L / 16) x 8192 B + min(ceil((16 + 2048) / 16) + 1, ceil(L / 16)) x 8192 B
+// and serve's pools, plan and inspect all split the budget by it (kv/config.h):
+//   blocks_g = floor((budget - 2 null blocks) x B_g / M) + 1.
+TEST_F(CapacityServeTest, GptOssTiny) {
+  const std::string path =
+      MakeModel("--arch gpt-oss --preset tiny --type mxfp4_moe --seed 3", "gpt-oss-tiny.gguf");
+  constexpr int64_t kBlockBytes = 16 * 512;
+  for (uint64_t budget : {uint64_t{1} << 20, (uint64_t{8} << 20) + 7, uint64_t{64} << 20}) {
+    SCOPED_TRACE(budget);
+    const ServeKv serve = ExpectServePlanInspectAgree(path, budget);
+    ASSERT_EQ(serve.num_blocks.size(), 2u);
+    EXPECT_EQ(serve.growing_bytes_per_token, 512.0);
+    EXPECT_EQ(serve.sliding_bytes_per_token, 512.0);
+    EXPECT_EQ(serve.block_bytes, (std::vector<int64_t>{kBlockBytes, kBlockBytes}));
+    const int64_t full_blocks = (serve.max_model_len + 15) / 16;
+    const int64_t window_blocks = std::min<int64_t>((16 + kChunkTokens + 15) / 16 + 1, full_blocks);
+    if (budget == uint64_t{64} << 20) {  // the whole context fits: the window is the fixed part
+      EXPECT_EQ(serve.max_model_len, 4096);
+      EXPECT_EQ(window_blocks, 130);
+    }
+    const int64_t request_bytes = (full_blocks + window_blocks) * kBlockBytes;
+    EXPECT_EQ(serve.request_bytes, request_bytes);
+    const uint64_t usable = budget - 2 * kBlockBytes;
+    const auto blocks = [&](int64_t per_request) {
+      return static_cast<int64_t>(usable * static_cast<uint64_t>(per_request) /
+                                  static_cast<uint64_t>(request_bytes)) + 1;
+    };
+    EXPECT_EQ(serve.num_blocks[0], blocks(full_blocks));
+    EXPECT_EQ(serve.num_blocks[1], blocks(window_blocks));
+    EXPECT_EQ(serve.num_tokens, (serve.num_blocks[0] - 1) * 16);
   }
 }
 
