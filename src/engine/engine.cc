@@ -82,6 +82,7 @@ Result<model::ModelKvLayout> ResolveKvLayout(const gguf::GgufFile& file, const E
 
 Result<LoadedModel> LoadModel(const std::string& path, const EngineConfig& config) {
   KV_ASSIGN_OR_RETURN(std::unique_ptr<gguf::GgufFile> opened, gguf::GgufFile::Open(path));
+  opened->MoveTensorDataToHugePages();  // decode streams every weight: fewer TLB misses
   LoadedModel m;
   m.file = std::move(opened);
   KV_ASSIGN_OR_RETURN(const model::Architecture* arch, model::FindArchitecture(*m.file));

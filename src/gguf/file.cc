@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <limits>
@@ -112,6 +113,62 @@ Result<std::unique_ptr<GgufFile>> GgufFile::FromBuffer(std::vector<uint8_t> byte
 
 GgufFile::~GgufFile() {
   if (mapped_) ::munmap(const_cast<uint8_t*>(base_), size_);
+  if (huge_ != nullptr) ::munmap(huge_, huge_size_);
+}
+
+namespace {
+
+constexpr size_t kHugePage = size_t{2} << 20;
+
+// Whether madvise(MADV_HUGEPAGE) can give this process transparent huge pages.
+bool TransparentHugePagesOffered() {
+  char mode[128] = {};
+  const int fd = ::open("/sys/kernel/mm/transparent_hugepage/enabled", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return false;
+  const ssize_t n = ::read(fd, mode, sizeof(mode) - 1);
+  ::close(fd);
+  return n > 0 && std::strstr(mode, "[never]") == nullptr;
+}
+
+}  // namespace
+
+bool GgufFile::MoveTensorDataToHugePages() {
+  if (!mapped_ || huge_ != nullptr) return false;
+  // The span of the tensors that live in the mapping (aligned copies stay where they are).
+  const auto* map_begin = reinterpret_cast<const std::byte*>(base_);
+  const std::byte* begin = map_begin + size_;
+  const std::byte* end = map_begin;
+  for (const TensorInfo& t : tensors_) {
+    if (t.size_bytes == 0 || t.data < map_begin || t.data >= map_begin + size_) continue;
+    begin = std::min(begin, t.data);
+    end = std::max(end, t.data + t.size_bytes);
+  }
+  if (end <= begin || static_cast<size_t>(end - begin) < kHugePage) return false;
+  if (!TransparentHugePagesOffered()) return false;
+  const auto bytes = static_cast<size_t>(end - begin);
+  const size_t reserved = bytes + kHugePage;  // room to align the start to 2 MiB
+  void* raw = ::mmap(nullptr, reserved, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return false;
+  auto* dst = reinterpret_cast<std::byte*>(
+      (reinterpret_cast<uintptr_t>(raw) + kHugePage - 1) & ~(uintptr_t{kHugePage} - 1));
+  ::madvise(dst, bytes, MADV_HUGEPAGE);  // a hint: 4 KiB pages still work
+  std::memcpy(dst, begin, bytes);
+  ::mprotect(dst, bytes, PROT_READ);
+  for (TensorInfo& t : tensors_) {
+    if (t.size_bytes == 0 || t.data < map_begin || t.data >= map_begin + size_) continue;
+    t.data = dst + (t.data - begin);  // the same offset: alignment kept (dst is 2 MiB aligned)
+  }
+  // The file's pages of that span are no longer read: drop them from this mapping (they stay
+  // in the page cache); the header and metadata before it stay mapped.
+  const uintptr_t page = 4096;
+  const uintptr_t drop_begin = (reinterpret_cast<uintptr_t>(begin) + page - 1) & ~(page - 1);
+  const uintptr_t drop_end = reinterpret_cast<uintptr_t>(end) & ~(page - 1);
+  if (drop_end > drop_begin) {
+    ::madvise(reinterpret_cast<void*>(drop_begin), drop_end - drop_begin, MADV_DONTNEED);
+  }
+  huge_ = raw;
+  huge_size_ = reserved;
+  return true;
 }
 
 Status GgufFile::Parse() {

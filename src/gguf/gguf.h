@@ -91,8 +91,8 @@ struct TensorInfo {
   int64_t NumElements() const;
 };
 
-// A GGUF file opened read-only. Owns its mapping (or buffer). Immutable after Open, so
-// concurrent reads are safe.
+// A GGUF file opened read-only. Owns its mapping (or buffer). Immutable after Open (and
+// MoveTensorDataToHugePages), so concurrent reads are safe.
 class GgufFile {
  public:
   // mmaps the file and parses it.
@@ -131,6 +131,16 @@ class GgufFile {
   const std::vector<TensorInfo>& tensors() const { return tensors_; }
   const TensorInfo* FindTensor(std::string_view name) const;  // nullptr when absent
 
+  // Moves the tensor data of an mmapped file into anonymous memory backed by 2 MiB pages
+  // (madvise MADV_HUGEPAGE) and points every TensorInfo::data there; the file's pages are
+  // released. A decode step streams every weight once: with 4 KiB pages each page costs a TLB
+  // miss (a nested page walk in a VM), measured as ~18% of a Q8_0 decode step's matmul time.
+  // Does nothing (returns false) for a buffer, below 2 MiB of tensor data, when the kernel
+  // offers no transparent huge pages ("[never]") or when the memory cannot be had (the
+  // mapping stays in use). Call before the TensorInfo pointers are handed out (model load);
+  // not thread-safe.
+  bool MoveTensorDataToHugePages();
+
  private:
   GgufFile() = default;
   Status Parse();
@@ -140,6 +150,9 @@ class GgufFile {
   size_t size_ = 0;
   bool mapped_ = false;
   std::vector<uint8_t> buffer_;  // backing store for FromBuffer
+  // The anonymous mapping MoveTensorDataToHugePages made (munmapped with the file), or null.
+  void* huge_ = nullptr;
+  size_t huge_size_ = 0;
   // Aligned copies of tensors the file placed misaligned (see TensorInfo::data).
   std::vector<std::unique_ptr<std::byte[], void (*)(std::byte*)>> aligned_copies_;
   uint32_t version_ = 0;

@@ -1,8 +1,9 @@
 #include "offload/cpu_tier.h"
 
 #include <chrono>
-#include <cstring>
 #include <vector>
+
+#include "core/stream_copy.h"
 
 namespace kvserve::offload {
 
@@ -79,7 +80,9 @@ Result<std::optional<Bytes>> CpuTier::Get(const BlockKey& key) {
 Result<bool> CpuTier::GetInto(const BlockKey& key, std::span<std::byte> payload) {
   SharedBytes bytes = GetShared(key);
   if (!bytes || bytes->size() != payload.size()) return false;
-  std::memcpy(payload.data(), bytes->data(), payload.size());
+  // Streaming stores: the destination (a device block) is read next by the forward pass on
+  // other threads, not by this one.
+  StreamCopy(payload.data(), bytes->data(), payload.size());
   return true;
 }
 

@@ -2,13 +2,44 @@
 
 #include <fmt/format.h>
 
+#include <time.h>
+
 #include <algorithm>
 #include <condition_variable>
+#include <cstdint>
 #include <mutex>
 
 #include "core/log.h"
 
 namespace kvserve::offload {
+
+namespace {
+
+int64_t SteadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return int64_t{ts.tv_sec} * 1000000000 + ts.tv_nsec;
+}
+
+void AtomicMin(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load();
+  while (v < cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+void AtomicMax(std::atomic<int64_t>& a, int64_t v) {
+  int64_t cur = a.load();
+  while (v > cur && !a.compare_exchange_weak(cur, v)) {
+  }
+}
+
+}  // namespace
 
 // One load shared by its read tasks and its PendingLoad. A target's destination is written
 // only between BeginWrite (false once cancelled) and EndWrite; Cancel forbids new writes and
@@ -22,6 +53,12 @@ struct LoadState {
   std::condition_variable writes_done;
   int writes_in_flight = 0;  // under mu
   bool cancelled = false;    // under mu
+  // Timing for the debug log (steady-clock ns): queued in LoadAsync, first copy started,
+  // last copy ended, and the read threads' CPU time spent on the targets.
+  int64_t queued_ns = 0;
+  std::atomic<int64_t> first_start_ns{INT64_MAX};
+  std::atomic<int64_t> last_end_ns{0};
+  std::atomic<int64_t> cpu_ns{0};
 
   bool BeginWrite() {
     std::lock_guard<std::mutex> lock(mu);
@@ -145,6 +182,7 @@ PendingLoad OffloadManager::LoadAsync(std::vector<LoadTarget> targets) {
   pending.state_ = std::make_shared<LoadState>();
   pending.result_ = pending.state_->promise.get_future();
   LoadState& state = *pending.state_;
+  state.queued_ns = SteadyNs();
   const size_t n = targets.size();
   for (const LoadTarget& t : targets) {
     CHECK(t.key.group >= 0 &&
@@ -172,7 +210,11 @@ void OffloadManager::LoadRange(const std::shared_ptr<LoadState>& state, size_t b
                                size_t end) {
   for (size_t i = begin; i < end; ++i) {
     if (state->BeginWrite()) {
+      const int64_t start = SteadyNs(), cpu_start = ThreadCpuNs();
+      AtomicMin(state->first_start_ns, start);
       state->found_in[i] = LoadOne(state->targets[i]);
+      state->cpu_ns.fetch_add(ThreadCpuNs() - cpu_start);
+      AtomicMax(state->last_end_ns, SteadyNs());
       state->EndWrite();
     }
     if (state->remaining.fetch_sub(1) == 1) Finish(state.get());
@@ -201,6 +243,17 @@ void OffloadManager::Finish(LoadState* state) {
     ++r.blocks_per_tier[static_cast<int>(*state->found_in[r.num_loaded])];
     r.tiers.push_back(*state->found_in[r.num_loaded]);
     ++r.num_loaded;
+  }
+  if (GetLogLevel() <= LogLevel::kDebug && state->last_end_ns.load() > 0) {
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < r.num_loaded; ++i) bytes += state->targets[i].dest.size();
+    const double copy_ms = (state->last_end_ns.load() - state->first_start_ns.load()) / 1e6;
+    KV_LOG(DEBUG,
+           "KV load: {} of {} blocks ({} bytes) in {:.2f} ms: queued {:.2f} ms, copies {:.2f} "
+           "ms wall ({:.2f} GB/s), {:.2f} ms CPU on the read threads",
+           r.num_loaded, state->targets.size(), bytes, (SteadyNs() - state->queued_ns) / 1e6,
+           (state->first_start_ns.load() - state->queued_ns) / 1e6, copy_ms,
+           bytes / std::max(copy_ms, 1e-6) / 1e6, state->cpu_ns.load() / 1e6);
   }
   state->promise.set_value(r);
 }

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include "core/status.h"
+#include "core/stream_copy.h"
 #include "core/thread_pool.h"
 #include "core/units.h"
 
@@ -69,6 +70,28 @@ TEST(ThreadPoolTest, CoversRangeExactlyOnce) {
         }, 4);
       }
       for (size_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 3) << "n=" << n << " i=" << i;
+    }
+  }
+}
+
+// Every size around the streaming threshold and the 256-byte runs, every alignment of source
+// and destination: the bytes written are memcpy's, nothing outside the destination changes.
+TEST(StreamCopyTest, SameBytesAsMemcpyAtEveryAlignment) {
+  const size_t sizes[] = {0, 1, 63, 255, kStreamCopyMinBytes - 1, kStreamCopyMinBytes,
+                          kStreamCopyMinBytes + 1, kStreamCopyMinBytes + 255, 589824, 589824 + 77};
+  for (size_t size : sizes) {
+    for (size_t dst_off : {0, 1, 17, 63}) {
+      for (size_t src_off : {0, 5, 64}) {
+        std::vector<unsigned char> src(size + 128), dst(size + 128, 0xAA);
+        for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 131 + size);
+        StreamCopy(dst.data() + dst_off, src.data() + src_off, size);
+        for (size_t i = 0; i < dst.size(); ++i) {
+          const bool inside = i >= dst_off && i < dst_off + size;
+          const unsigned char want = inside ? src[i - dst_off + src_off] : 0xAA;
+          ASSERT_EQ(dst[i], want) << "size " << size << " dst+" << dst_off << " src+" << src_off
+                                  << " byte " << i;
+        }
+      }
     }
   }
 }

@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "tensor/quant.h"
 
@@ -175,6 +177,55 @@ TEST(GgufWriteRead, HonoursCustomAlignmentAndWritesFile) {
   bad.Set("general.alignment", Value::U32(48));
   EXPECT_FALSE(bad.Write(path).ok());
   EXPECT_FALSE(std::filesystem::exists(path));
+}
+
+// The tensor data of a mapped file moves into one anonymous region with the same bytes and
+// offsets between tensors; metadata stays readable; small files and buffers stay as they are.
+TEST(GgufOpen, MoveTensorDataToHugePagesKeepsEveryByte) {
+  GgufWriter w;
+  w.Set("general.name", Value::Str("huge"));
+  std::vector<uint8_t> a(3 << 20), b(1000), c(777 * 4);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<uint8_t>(i * 7 + 3);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<uint8_t>(i * 13 + 1);
+  for (size_t i = 0; i < c.size(); ++i) c[i] = static_cast<uint8_t>(i * 5 + 9);
+  ASSERT_TRUE(w.AddTensor("a", {static_cast<int64_t>(a.size() / 4)}, tensor::DType::kF32, a).ok());
+  ASSERT_TRUE(w.AddTensor("b", {500}, tensor::DType::kF16, b).ok());
+  ASSERT_TRUE(w.AddTensor("c", {777}, tensor::DType::kF32, c).ok());
+  const std::string path =
+      ::testing::TempDir() + "/gguf_huge_test_" + std::to_string(::getpid()) + ".gguf";
+  ASSERT_TRUE(w.Write(path).ok());
+  auto f = GgufFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  std::vector<const std::byte*> before;
+  for (const TensorInfo& t : (*f)->tensors()) before.push_back(t.data);
+  const bool moved = (*f)->MoveTensorDataToHugePages();
+  const std::vector<TensorInfo>& t = (*f)->tensors();
+  if (moved) {
+    EXPECT_NE(t[0].data, before[0]);
+    EXPECT_EQ(t[1].data - t[0].data, before[1] - before[0]);
+    EXPECT_EQ(t[2].data - t[0].data, before[2] - before[0]);
+  } else {
+    std::printf("no transparent huge pages here: the tensors stay mapped\n");
+  }
+  EXPECT_EQ(std::memcmp(t[0].data, a.data(), a.size()), 0);
+  EXPECT_EQ(std::memcmp(t[1].data, b.data(), b.size()), 0);
+  EXPECT_EQ(std::memcmp(t[2].data, c.data(), c.size()), 0);
+  for (const TensorInfo& info : t) {
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(info.data) % kTensorDataAlignment, 0u);
+  }
+  EXPECT_EQ(*(*f)->GetString("general.name"), "huge");
+  EXPECT_FALSE((*f)->MoveTensorDataToHugePages());  // once
+  std::filesystem::remove(path);
+
+  GgufWriter small;
+  ASSERT_TRUE(small.AddTensor("s", {4}, tensor::DType::kF32, std::vector<uint8_t>(16, 1)).ok());
+  ASSERT_TRUE(small.Write(path).ok());
+  auto g = GgufFile::Open(path);
+  ASSERT_TRUE(g.ok());
+  const std::byte* small_data = (*g)->tensors()[0].data;
+  EXPECT_FALSE((*g)->MoveTensorDataToHugePages());
+  EXPECT_EQ((*g)->tensors()[0].data, small_data);
+  std::filesystem::remove(path);
 }
 
 TEST(GgufOpen, MissingFileIsNotFound) {

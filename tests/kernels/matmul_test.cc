@@ -251,6 +251,51 @@ TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   }
 }
 
+// Single tokens (decode) of every integer format give the portable scheme's bits and the bits of
+// the same token inside a batch, for row counts around the 16-row tiles of the single-token
+// kernels, odd and even block counts, and 1-3 threads. Q8_0 also gets raw random blocks (codes
+// -128..127, as a file may hold; f16 scales of every magnitude).
+TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
+  uint32_t seed = 1700;
+  for (DType dtype : kAllTypes) {
+    if (!IsQuant(dtype)) continue;
+    const std::vector<int64_t> col_counts = IsK(dtype) ? std::vector<int64_t>{256, 768, 1280}
+                                                       : std::vector<int64_t>{32, 96, 768, 2048};
+    for (int64_t rows : {1, 15, 16, 17, 48, 61}) {
+      for (int64_t cols : col_counts) {
+        for (bool raw : {false, true}) {
+          if (raw && dtype != DType::kQ8_0) continue;
+          SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
+                       " cols=" + std::to_string(cols) + (raw ? " raw" : ""));
+          TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+          if (raw) {
+            std::mt19937 rng(++seed);
+            for (size_t i = 0; i < w.bytes.size(); ++i) {
+              w.bytes[i] = static_cast<uint8_t>(rng());
+              if (i % 34 == 1) w.bytes[i] &= 0xBB;  // f16 scale: finite, |d| < 2, either sign
+            }
+          }
+          std::vector<float> x = RandomActivations(1, cols, ++seed);
+          std::fill(x.begin(), x.begin() + 32, 0.0f);  // an all-zero activation block
+          std::vector<float> want(static_cast<size_t>(rows));
+          MatMulPortable(w.matrix, x.data(), 1, want.data());
+          for (int threads : {1, 2, 3}) {
+            std::vector<float> got = RunMatMul(w.matrix, x, 1, threads);
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_TRUE(BitEqual(got[r], want[r]))
+                  << "threads " << threads << " row " << r << ": " << got[r] << " vs " << want[r];
+            }
+          }
+          std::vector<float> batch = RandomActivations(20, cols, ++seed);
+          std::copy(x.begin(), x.end(), batch.begin() + 7 * cols);
+          std::vector<float> y = RunMatMul(w.matrix, batch, 20, 2);
+          for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(y[7 * rows + r], want[r])) << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulTest, QuantizeActivationRowRoundsToBlockScale) {
   std::vector<float> x(64, 0.0f);
   x[0] = 1.27f;

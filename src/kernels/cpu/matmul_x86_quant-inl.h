@@ -469,12 +469,14 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 #if HWY_TARGET == HWY_AVX3_DL
 #include "kernels/cpu/matmul_x86_vnni-inl.h"
 #include "kernels/cpu/matmul_x86_amx-inl.h"
+#include "kernels/cpu/matmul_x86_gemv-inl.h"
 #endif
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of n: decode kQuantRowTile rows at a
 // time (a short last tile computes the missing rows from stale data and discards them), then
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
-// kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead.
+// kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
+// and single tokens (decode) of Q8_0, Q4_K and Q6_K to GemvRows, which reads the blocks in place.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -482,6 +484,9 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
   constexpr int64_t kBlock = QuantTraits<kType>::kBlock;
 #if HWY_TARGET == HWY_AVX3_DL
   if (act.amx) return AmxRows<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
+  if constexpr (kHasGemv<kType>) {
+    if (n == 1) return GemvRows<kType>(w, act, y, row_begin, row_end);
+  }
 #endif
   const int64_t cols = w.cols;
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
