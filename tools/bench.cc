@@ -3,19 +3,23 @@
 // token prompts (fixed seed), every request ignoring EOS and generating exactly O tokens;
 // prints requests/s, total tokens/s and output tokens/s, exact TTFT / inter-token latency
 // percentiles, the aggregate decode rate (tokens / wall time of the steps that computed no
-// prompt token: batched decode alone, without the prefill of arriving requests) and the
-// engine's metrics. A progress bar goes to stderr.
+// prompt token: batched decode alone, without the prefill of arriving requests), the
+// engine's metrics and, on Linux, how long the stepping thread ran, waited for a core and
+// idled (what a shared machine cost the run). A progress bar goes to stderr.
 // --request-rate R spreads arrivals (request i at i / R seconds) for latency measurements
 // under a mixed load; --shared-prefix-len P gives every prompt the same first P tokens (with
 // --num-prefix-groups G, request i gets group i % G's P tokens). The KV tiers of serve
 // (--kv-transfer-config, --kv-offloading-size) apply too.
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <limits>
+#include <optional>
 #include <random>
 #include <thread>
 
@@ -46,6 +50,9 @@ struct BenchFlags {
 struct Timing {
   double arrival = 0;
   std::vector<double> token_times;  // seconds since start
+  // The same instants on a clock that stops while the stepping thread waits for a core (see
+  // ThreadSchedstat): the run as an undisturbed machine would have timed it.
+  std::vector<double> undisturbed_times;
 };
 
 // Steps that computed no prompt token (pure batched decode): their wall time and tokens.
@@ -54,6 +61,54 @@ struct DecodeSteps {
   int64_t tokens = 0;
   double seconds = 0;
 };
+
+// The calling thread's scheduler accounting (Linux /proc/thread-self/schedstat): seconds it ran
+// on a core and seconds it was ready to run but waited for one (other processes, or the
+// engine's own I/O threads, held the cores). Bound to the thread that constructs it; Read is
+// one pread (about a microsecond). Read gives nullopt where the file is missing.
+class ThreadSchedstat {
+ public:
+  struct Sample {
+    double running = 0;
+    double waiting = 0;
+  };
+  ThreadSchedstat() : fd_(::open("/proc/thread-self/schedstat", O_RDONLY | O_CLOEXEC)) {}
+  ~ThreadSchedstat() {
+    if (fd_ >= 0) ::close(fd_);
+  }
+  ThreadSchedstat(const ThreadSchedstat&) = delete;
+  ThreadSchedstat& operator=(const ThreadSchedstat&) = delete;
+
+  std::optional<Sample> Read() const {
+    if (fd_ < 0) return std::nullopt;
+    char text[128];
+    const ssize_t n = ::pread(fd_, text, sizeof text - 1, 0);
+    if (n <= 0) return std::nullopt;
+    text[n] = '\0';
+    unsigned long long running_ns = 0, waiting_ns = 0;
+    if (std::sscanf(text, "%llu %llu", &running_ns, &waiting_ns) != 2) return std::nullopt;
+    return Sample{1e-9 * static_cast<double>(running_ns), 1e-9 * static_cast<double>(waiting_ns)};
+  }
+
+ private:
+  int fd_;
+};
+
+// TTFT, inter-token latency and time per output token of every request, from `times` (a
+// member pointer: the wall-clock or the undisturbed instants).
+struct Latencies {
+  std::vector<double> ttft, itl, tpot;
+};
+Latencies Collect(const std::vector<Timing>& timings, std::vector<double> Timing::*times) {
+  Latencies l;
+  for (const Timing& timing : timings) {
+    const std::vector<double>& t = timing.*times;
+    l.ttft.push_back(t.front() - timing.arrival);
+    for (size_t i = 1; i < t.size(); ++i) l.itl.push_back(t[i] - t[i - 1]);
+    if (t.size() > 1) l.tpot.push_back((t.back() - t.front()) / static_cast<double>(t.size() - 1));
+  }
+  return l;
+}
 
 double Percentile(std::vector<double> values, double q) {
   if (values.empty()) return 0;
@@ -96,11 +151,29 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
   return requests;
 }
 
-// Adds requests as they arrive, steps until everything finished; fills `timings`.
+// How the stepping thread spent a run (ThreadSchedstat), and the run's length on the clock
+// that stops while it waits for a core.
+struct ThreadTimes {
+  double running = 0;
+  double waiting = 0;
+  double undisturbed_elapsed = 0;
+};
+
+// Adds requests as they arrive, steps until everything finished; fills `timings` and, where
+// the system tells, how the stepping thread's time split between running and waiting for a
+// core (`thread`).
 Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, double rate,
-             std::vector<Timing>& timings, double& elapsed, DecodeSteps& decode) {
+             std::vector<Timing>& timings, double& elapsed, DecodeSteps& decode,
+             std::optional<ThreadTimes>& thread) {
+  const ThreadSchedstat schedstat;
+  const std::optional<ThreadSchedstat::Sample> first = schedstat.Read();
   const Clock::time_point start = Clock::now();
   auto now = [&] { return std::chrono::duration<double>(Clock::now() - start).count(); };
+  // now() less the time spent waiting for a core since the start.
+  auto undisturbed = [&](double wall) {
+    const std::optional<ThreadSchedstat::Sample> s = schedstat.Read();
+    return first && s ? wall - (s->waiting - first->waiting) : wall;
+  };
   std::unordered_map<engine::RequestId, size_t> index;
   size_t next = 0;
   int done = 0;
@@ -125,9 +198,12 @@ Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, d
       decode.seconds += step_seconds;
       for (const engine::RequestOutput& out : outputs) decode.tokens += out.tokens.size();
     }
+    const double wall = now();
+    const double calm = undisturbed(wall);
     for (const engine::RequestOutput& out : outputs) {
       Timing& t = timings[index.at(out.id)];
-      t.token_times.insert(t.token_times.end(), out.tokens.size(), now());
+      t.token_times.insert(t.token_times.end(), out.tokens.size(), wall);
+      t.undisturbed_times.insert(t.undisturbed_times.end(), out.tokens.size(), calm);
       if (out.finish) {
         if (*out.finish == engine::FinishReason::kError) return Internal(out.error);
         ++done;
@@ -136,6 +212,11 @@ Status Drive(engine::Engine& eng, std::vector<engine::EngineRequest> requests, d
     }
   }
   elapsed = now();
+  const std::optional<ThreadSchedstat::Sample> last = schedstat.Read();
+  if (first && last) {
+    thread = ThreadTimes{last->running - first->running, last->waiting - first->waiting,
+                         elapsed - (last->waiting - first->waiting)};
+  }
   return Status::Ok();
 }
 
@@ -151,16 +232,10 @@ Status RunThroughput(BenchFlags f) {
   std::vector<Timing> timings;
   double elapsed = 0;
   DecodeSteps decode;
-  KV_RETURN_IF_ERROR(
-      Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings, elapsed, decode));
-  std::vector<double> ttft, itl, tpot;
-  for (const Timing& t : timings) {
-    ttft.push_back(t.token_times.front() - t.arrival);
-    for (size_t i = 1; i < t.token_times.size(); ++i) itl.push_back(t.token_times[i] - t.token_times[i - 1]);
-    if (t.token_times.size() > 1) {
-      tpot.push_back((t.token_times.back() - t.token_times.front()) / (t.token_times.size() - 1));
-    }
-  }
+  std::optional<ThreadTimes> thread;
+  KV_RETURN_IF_ERROR(Drive(*eng, MakeRequests(f, eng->vocab_size()), f.request_rate, timings,
+                           elapsed, decode, thread));
+  const auto [ttft, itl, tpot] = Collect(timings, &Timing::token_times);
   const double n = f.num_prompts;
   const double out_tokens = n * f.output_len;
   fmt::print("Throughput: {:.2f} requests/s, {:.2f} total tokens/s, {:.2f} output tokens/s\n",
@@ -170,6 +245,22 @@ Status RunThroughput(BenchFlags f) {
              elapsed, f.num_prompts, f.input_len, f.output_len, f.config.NumThreads(),
              f.config.max_num_seqs, f.config.max_num_batched_tokens, eng->max_model_len());
   auto ms = [](double s) { return s * 1e3; };
+  if (thread) {
+    // On a shared machine: how much of the elapsed time the stepping thread could not run, and
+    // (every request there from the start, so nothing else depends on the wall clock) the
+    // numbers on a clock that stops while it waits for a core.
+    fmt::print("Engine thread: {:.3f} s running, {:.3f} s waiting for a core, {:.3f} s idle\n",
+               thread->running, thread->waiting,
+               std::max(0.0, elapsed - thread->running - thread->waiting));
+    if (std::isinf(f.request_rate)) {
+      const Latencies calm = Collect(timings, &Timing::undisturbed_times);
+      fmt::print("Without the waits for a core: elapsed {:.3f} s, {:.2f} requests/s; TTFT ms p50 "
+                 "{:.1f}; time per output token ms p50 {:.2f}; inter-token latency ms p50 {:.2f}\n",
+                 thread->undisturbed_elapsed, n / thread->undisturbed_elapsed,
+                 ms(Percentile(calm.ttft, 0.5)), ms(Percentile(calm.tpot, 0.5)),
+                 ms(Percentile(calm.itl, 0.5)));
+    }
+  }
   double ttft_sum = 0;
   for (double v : ttft) ttft_sum += v;
   fmt::print("TTFT ms: mean {:.1f} p50 {:.1f} p99 {:.1f} (first request {:.1f}, last {:.1f})\n",

@@ -136,6 +136,15 @@ Status RunCalibrate(const SimulateFlags& f) {
     fmt::print("| {} | {:.2f} | {:.2f} |\n", p.label, p.measured * 1e3, p.predicted * 1e3);
   }
   fmt::print("RMS log error {:.3f}; profile written to {}\n", c.rms_log_error, f.output);
+  fmt::print("Engine overhead (Engine::Step less its forward pass and sampler work): "
+             "{:.2f} us per step, {:.3f} us per sequence, {:.4f} us per token\n"
+             "| engine step | step ms | forward + sampler ms | fitted ms | extra ms | "
+             "fitted extra ms |\n|---|---|---|---|---|---|\n",
+             c.engine.step * 1e6, c.engine.sequence * 1e6, c.engine.token * 1e6);
+  for (const sim::EngineOverheadPoint& p : c.engine.points) {
+    fmt::print("| {} | {:.3f} | {:.3f} | {:.3f} | {:.3f} | {:.3f} |\n", p.label, p.step * 1e3,
+               (p.forward + p.sampler) * 1e3, p.fitted * 1e3, p.extra * 1e3, p.predicted * 1e3);
+  }
   return Status::Ok();
 }
 

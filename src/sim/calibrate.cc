@@ -133,30 +133,14 @@ class StepTimer {
   // caches and memory bandwidth (16 decodes at 1,024 tokens took 3.2 ms in one calibration,
   // 5.3 ms in the next): the median run is the typical one, which a served workload sees;
   // the fastest wall-clock run is the one least delayed by waiting for a core.
-  double Now() const {
-    if (pool_.num_threads() == 1) {
-      timespec t{};
-      clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
-      return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
-    }
-    return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
-        .count();
-  }
+  double Now() const { return CalibrationSeconds(pool_.num_threads()); }
   std::vector<int32_t> RandomTokens(int64_t n) {
     std::vector<int32_t> t(static_cast<size_t>(n));
     for (int32_t& x : t) x = static_cast<int32_t>(rng_() % static_cast<uint64_t>(model_.vocab_size()));
     return t;
   }
-  // As the engine samples: every sampled row on the pool, temperature 1 (bench throughput's).
   void Sample(int64_t rows, std::span<const int32_t> history) {
-    sampling::SamplingParams params;
-    const int64_t vocab = model_.vocab_size();
-    pool_.ParallelFor(static_cast<size_t>(rows), [&](size_t begin, size_t end, int thread) {
-      for (size_t i = begin; i < end; ++i) {
-        (void)samplers_[thread].Sample({logits_.data() + i * vocab, static_cast<size_t>(vocab)},
-                                       params, {history, {}}, 1234 + i);
-      }
-    });
+    SampleRows(pool_, samplers_, logits_.data(), rows, model_.vocab_size(), history);
   }
   // Writes every page of `blocks` once, as the engine's prefill would have: untouched memory
   // reads as the kernel's shared zero page, which stays in cache and would make the attention
@@ -239,10 +223,37 @@ std::string NotesJson(const CalibrationOptions& o, const Calibration& c, int thr
     j["points"].push_back({{"shape", p.label}, {"measured_s", p.measured},
                            {"predicted_s", p.predicted}});
   }
+  for (const EngineOverheadPoint& p : c.engine.points) {
+    j["engine_points"].push_back({{"shape", p.label}, {"step_s", p.step},
+                                  {"forward_s", p.forward}, {"sampler_s", p.sampler},
+                                  {"fitted_s", p.fitted}, {"extra_s", p.extra},
+                                  {"predicted_s", p.predicted}});
+  }
   return j.dump();
 }
 
 }  // namespace
+
+void SampleRows(ThreadPool& pool, std::vector<sampling::Sampler>& samplers, const float* logits,
+                int64_t rows, int64_t vocab, std::span<const int32_t> history) {
+  sampling::SamplingParams params;
+  pool.ParallelFor(static_cast<size_t>(rows), [&](size_t begin, size_t end, int thread) {
+    for (size_t i = begin; i < end; ++i) {
+      (void)samplers[thread].Sample({logits + i * vocab, static_cast<size_t>(vocab)}, params,
+                                    {history, {}}, 1234 + i);
+    }
+  });
+}
+
+double CalibrationSeconds(int threads) {
+  if (threads == 1) {
+    timespec t{};
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &t);
+    return static_cast<double>(t.tv_sec) + 1e-9 * static_cast<double>(t.tv_nsec);
+  }
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 Result<Calibration> Calibrate(const CalibrationOptions& o) {
   const std::vector<double> load_before = LoadAverage();
@@ -260,23 +271,37 @@ Result<Calibration> Calibrate(const CalibrationOptions& o) {
   kv_options.fingerprint = loaded.fingerprint;
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(layout, o.kv_arena_bytes, kv_options));
+  const int64_t block_bytes = kv->capacity().groups.at(0).block_bytes;
   Calibration c;
-  StepTimer timer(*loaded.model, *kv, config.NumThreads());
-  for (auto& [label, batch] : Grid(o.quick)) {
-    int64_t longest = 0;
-    for (const SequenceWork& w : batch) {
-      longest = std::max(longest, w.num_computed_tokens + w.num_new_tokens);
+  {
+    StepTimer timer(*loaded.model, *kv, config.NumThreads());
+    for (auto& [label, batch] : Grid(o.quick)) {
+      int64_t longest = 0;
+      for (const SequenceWork& w : batch) {
+        longest = std::max(longest, w.num_computed_tokens + w.num_new_tokens);
+      }
+      if (longest > layout.max_model_len) continue;  // past the model's context
+      KV_ASSIGN_OR_RETURN(double seconds, timer.Time(batch, o.quick ? 1 : o.repeats));
+      c.points.push_back({label, batch, seconds, 0});
     }
-    if (longest > layout.max_model_len) continue;  // past the model's context
-    KV_ASSIGN_OR_RETURN(double seconds, timer.Time(batch, o.quick ? 1 : o.repeats));
-    c.points.push_back({label, batch, seconds, 0});
   }
+  kv.reset();  // the grid's arena; the engine below has its own
   c.profile = FitProfile(compute, layout, StartingPoint(compute, c.points), c.points);
   double sum = 0;
   for (const CalibrationPoint& p : c.points) sum += std::pow(std::log(p.predicted / p.measured), 2);
   c.rms_log_error = std::sqrt(sum / static_cast<double>(c.points.size()));
-  KV_ASSIGN_OR_RETURN(TierSpeeds tiers,
-                      MeasureTierSpeeds(layout, kv->capacity().groups.at(0).block_bytes));
+  {
+    KV_ASSIGN_OR_RETURN(CostModel fitted, CostModel::Create(compute, layout, c.profile, 1));
+    kv::KvCacheManagerOptions engine_kv;
+    engine_kv.enable_prefix_caching = config.enable_prefix_caching;
+    engine_kv.fingerprint = loaded.fingerprint;
+    KV_ASSIGN_OR_RETURN(c.engine, MeasureEngineOverhead(std::move(loaded.model), layout, engine_kv,
+                                                        config, fitted, o.quick));
+    c.profile.engine_step_overhead = c.engine.step;
+    c.profile.engine_sequence_overhead = c.engine.sequence;
+    c.profile.engine_token_overhead = c.engine.token;
+  }
+  KV_ASSIGN_OR_RETURN(TierSpeeds tiers, MeasureTierSpeeds(layout, block_bytes));
   c.profile.cpu_tier = tiers.cpu;
   c.profile.file_tier = tiers.file;
   c.profile.name = "cpu (calibrated)";

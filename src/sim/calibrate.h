@@ -19,7 +19,13 @@
 //      sequence and token, and the KV footprint term: the KV bytes that stay cached between
 //      steps and the spill bandwidth beyond them), minimising sum (log predicted - log
 //      measured)^2. Efficiencies are 1: a calibrated "peak" is the achieved rate.
-//   3. Tiers: the real offload::OffloadManager loads blocks of the model's size from a CPU
+//   3. The engine's own work per step (HardwareProfile::engine_*): the real engine::Engine
+//      (scheduler, KV manager with prefix caching, sampling, outputs) runs decode batches and
+//      admissions of fresh prompts with the model behind a wrapper that times each Forward;
+//      what a step takes beyond its forward pass and the sampler work step 1 times with each
+//      shape (SampleRows, timed right after the step on as many rows) is the engine's, fitted
+//      as per step + per sequence + per token (MeasureEngineOverhead).
+//   4. Tiers: the real offload::OffloadManager loads blocks of the model's size from a CPU
 //      tier and from a file tier in a temporary directory (latency + bytes / bandwidth fitted
 //      from loads of 1 and 64 blocks), and times the synchronous copy of evicted blocks into
 //      the CPU tier (the scheduler thread does that copy on a CPU server).
@@ -33,7 +39,9 @@
 #include <vector>
 
 #include "core/status.h"
+#include "core/thread_pool.h"
 #include "engine/engine.h"
+#include "sampling/sampler.h"
 #include "kv/config.h"
 #include "sim/cost_model.h"
 #include "sim/hardware.h"
@@ -56,9 +64,27 @@ struct CalibrationPoint {
   double predicted = 0;  // by the fitted profile
 };
 
+// One shape of the engine-overhead measurement.
+struct EngineOverheadPoint {
+  std::string label;       // "decode 16 x @ 96", "admit 8 x 128"
+  int64_t sequences = 0;   // in the step
+  int64_t tokens = 0;      // computed in the step
+  double step = 0;         // Engine::Step, seconds (the median run by `extra`)
+  double forward = 0;      // of which in Model::Forward
+  double sampler = 0;      // SampleRows on the step's sampled rows (what step 1 times)
+  double fitted = 0;       // what the fitted profile predicts for forward + sampler
+  double extra = 0;        // step - forward - sampler
+  double predicted = 0;    // by the fitted overheads
+};
+struct EngineOverhead {
+  double step = 0, sequence = 0, token = 0;  // seconds per step, sequence, token
+  std::vector<EngineOverheadPoint> points;
+};
+
 struct Calibration {
   HardwareProfile profile;
   std::vector<CalibrationPoint> points;
+  EngineOverhead engine;     // the engine's own work (step 3), as in profile.engine_*
   double rms_log_error = 0;  // sqrt(mean (log predicted - log measured)^2)
   std::string notes_json;    // the profile's "notes": machine, model, points
 };
@@ -70,6 +96,28 @@ Result<Calibration> Calibrate(const CalibrationOptions& options);
 // the points ran with.
 HardwareProfile FitProfile(const ModelCompute& model, const kv::KvCacheConfig& kv_config,
                            const HardwareProfile& start, std::span<CalibrationPoint> points);
+
+// The sampler work calibration times with each shape, as the engine samples: each of `rows`
+// rows of `logits` (rows x vocab) drawn on `pool` at temperature 1 (bench throughput's), one
+// sampler per pool thread (samplers.size() >= pool.num_threads()).
+void SampleRows(ThreadPool& pool, std::vector<sampling::Sampler>& samplers, const float* logits,
+                int64_t rows, int64_t vocab, std::span<const int32_t> history);
+
+// The calibration clock: with one thread that thread's CPU time, with more the wall clock
+// (see step 1 above), in seconds.
+double CalibrationSeconds(int threads);
+
+// Step 3 above with `model` (moved into the engine): decode batches of 1, 4, 16 and 64
+// sequences and admissions of 1 x 512, 8 x 128 and 32 x 32 fresh prompt tokens (quick: a few
+// tiny ones), each the median of several steps. `cost`: the fitted profile (for `fitted`).
+Result<EngineOverhead> MeasureEngineOverhead(std::unique_ptr<model::Model> model,
+                                             const kv::KvCacheConfig& layout,
+                                             const kv::KvCacheManagerOptions& kv_options,
+                                             const engine::EngineConfig& config,
+                                             const CostModel& cost, bool quick);
+// The fit alone: step + sequence x sequences + token x tokens closest to the points' `extra`
+// in least squares, every term >= 0; fills the points' `predicted`.
+void FitEngineOverhead(EngineOverhead& overhead);
 
 // Tier speeds measured with the real offload tiers for blocks of `block_bytes`.
 struct TierSpeeds {

@@ -243,9 +243,10 @@ StepCost CostModel::Cost(std::span<const SequenceWork> batch) const {
     cost.seconds_by[ka] = count * (h.link_latency + (link > 0 ? moved / link : 0.0));
   }
   const int ko = static_cast<int>(OpKind::kOverhead);
-  cost.seconds_by[ko] = h.step_overhead +
-                        h.sequence_overhead * static_cast<double>(batch.size()) +
-                        h.token_overhead * static_cast<double>(tokens);
+  const double sequences = static_cast<double>(batch.size());
+  cost.seconds_by[ko] = h.step_overhead + h.engine_step_overhead +
+                        (h.sequence_overhead + h.engine_sequence_overhead) * sequences +
+                        (h.token_overhead + h.engine_token_overhead) * static_cast<double>(tokens);
   for (double s : cost.seconds_by) cost.seconds += s;
   return cost;
 }

@@ -3,6 +3,8 @@
 //
 //   step = sum over ops of max(FLOPs / achievable FLOP/s, bytes / achievable bandwidth)
 //          + step_overhead + sequence_overhead x sequences + token_overhead x tokens
+//          + the engine's own work: engine_step_overhead + engine_sequence_overhead x sequences
+//            + engine_token_overhead x tokens (hardware.h; calibrated CPUs only)
 //
 // Ops, each counted per rank (a rank holds 1/tp of every sharded matrix and of the query heads):
 //   gemm       every weight matrix of every layer: FLOPs 2 x rows x params, bytes = its stored

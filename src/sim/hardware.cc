@@ -71,11 +71,18 @@ Status ParseProfileFields(const Json& j, HardwareProfile& p) {
   KV_ASSIGN_OR_RETURN(p.step_overhead, planner::NumberField(j, "step_overhead", 0.0));
   KV_ASSIGN_OR_RETURN(p.sequence_overhead, planner::NumberField(j, "sequence_overhead", 0.0));
   KV_ASSIGN_OR_RETURN(p.token_overhead, planner::NumberField(j, "token_overhead", 0.0));
+  KV_ASSIGN_OR_RETURN(p.engine_step_overhead,
+                      planner::NumberField(j, "engine_step_overhead", 0.0));
+  KV_ASSIGN_OR_RETURN(p.engine_sequence_overhead,
+                      planner::NumberField(j, "engine_sequence_overhead", 0.0));
+  KV_ASSIGN_OR_RETURN(p.engine_token_overhead,
+                      planner::NumberField(j, "engine_token_overhead", 0.0));
   KV_ASSIGN_OR_RETURN(p.cached_kv_bytes, planner::NumberField(j, "cached_kv_bytes", 0.0));
   KV_ASSIGN_OR_RETURN(p.kv_spill_bandwidth, planner::NumberField(j, "kv_spill_bandwidth", 0.0));
   for (double v : {p.attention_flops, p.attention_bandwidth, p.link_bandwidth, p.link_latency,
                    p.host_link_bandwidth, p.sampling_rate, p.step_overhead, p.sequence_overhead,
-                   p.token_overhead, p.cached_kv_bytes, p.kv_spill_bandwidth}) {
+                   p.token_overhead, p.engine_step_overhead, p.engine_sequence_overhead,
+                   p.engine_token_overhead, p.cached_kv_bytes, p.kv_spill_bandwidth}) {
     if (v < 0) return InvalidArgument("rates, latencies and overheads must not be negative");
   }
   if (auto e = j.find("efficiency"); e != j.end()) KV_RETURN_IF_ERROR(ParseEfficiency(*e, p.efficiency));
@@ -167,6 +174,9 @@ std::string ProfileToJson(const HardwareProfile& p, std::string_view notes_json)
   j["step_overhead"] = p.step_overhead;
   j["sequence_overhead"] = p.sequence_overhead;
   j["token_overhead"] = p.token_overhead;
+  j["engine_step_overhead"] = p.engine_step_overhead;
+  j["engine_sequence_overhead"] = p.engine_sequence_overhead;
+  j["engine_token_overhead"] = p.engine_token_overhead;
   j["cached_kv_bytes"] = p.cached_kv_bytes;
   j["kv_spill_bandwidth"] = p.kv_spill_bandwidth;
   j["efficiency"] = {{"gemm", p.efficiency.gemm}, {"memory", p.efficiency.memory},

@@ -18,6 +18,7 @@
 //    "efficiency": {"gemm": 0.7, "memory": 0.8, "attention": 0.5, "link": 0.8,
 //                   "host_link": 0.8},
 //    "step_overhead": 5e-4, "sequence_overhead": 2e-6, "token_overhead": 0,
+//    "engine_step_overhead": 0, "engine_sequence_overhead": 0, "engine_token_overhead": 0,
 //    "cached_kv_bytes": 0, "kv_spill_bandwidth": 0,
 //    "cpu_tier": {"bandwidth": 51e9, "latency": 20e-6, "store_bandwidth": 0},
 //    "file_tier": {...}, "redis_tier": {...}}
@@ -63,6 +64,13 @@ struct HardwareProfile {
   double step_overhead = 0;        // seconds per step (scheduling, launch)
   double sequence_overhead = 0;    // seconds per sequence in a step
   double token_overhead = 0;       // seconds per token in a step
+  // The serving engine's own work per step besides the forward pass and sampling (scheduling,
+  // KV block allocation and prefix hashing, building the batch, output assembly, metrics),
+  // measured by calibration on the real engine (Engine::Step minus its forward pass and the
+  // sampling above); 0 in the device presets, whose step_overhead covers the host.
+  double engine_step_overhead = 0;      // seconds per step
+  double engine_sequence_overhead = 0;  // seconds per sequence in a step
+  double engine_token_overhead = 0;     // seconds per token computed in a step
   // The KV footprint term (CPU caches): a step's KV reads up to cached_kv_bytes (per rank) are
   // served from the processor's caches, where the previous step left them; each byte beyond
   // costs 1 / kv_spill_bandwidth seconds more. kv_spill_bandwidth 0: no such term (the device

@@ -151,6 +151,11 @@ std::string FormatText(const RunLabel& label, const SimResult& result, const Sum
                                                             result.num_generation_tokens) /
                                             result.num_steps
                                       : 0.0);
+  if (result.store_seconds > 0 || result.idle_seconds > 0) {
+    out += fmt::format("Tier copies on the scheduler thread {:.3f} s; idle (waiting for arrivals "
+                       "or tier loads) {:.3f} s\n",
+                       result.store_seconds, result.idle_seconds);
+  }
   out += fmt::format("Simulated in {:.2f} s of wall time\n", result.wall_seconds);
   return out;
 }
@@ -197,6 +202,8 @@ std::string FormatJson(const RunLabel& label, const SimResult& result, const Sum
                  {"prefix_hit_tokens", result.stats.prefix_hit_tokens},
                  {"prefix_loaded_tokens", result.stats.prefix_loaded_tokens},
                  {"kv_tokens", result.capacity.num_tokens},
+                 {"store_seconds", result.store_seconds},
+                 {"idle_seconds", result.idle_seconds},
                  {"wall_seconds", result.wall_seconds}};
   if (!result.first_error.empty()) j["first_error"] = result.first_error;
   j["tiers"] = Json::array();

@@ -50,9 +50,7 @@ SimulatedTiers::SimulatedTiers(const offload::OffloadConfig& config, const Hardw
     });
   }
   kv_->SetComputedBlockCallback([this](int group, kv::BlockId, const kv::BlockHash& hash) {
-    const offload::BlockKey key{hash, group};
-    if (file_.enabled) file_.Put(key, BlockBytes(group));
-    if (redis_.enabled) redis_.Put(key, BlockBytes(group));
+    WriteThrough(offload::BlockKey{hash, group});
   });
   kv_->SetEvictionCallback([this](int group, kv::BlockId, const kv::BlockHash& hash) {
     StoreToCpu(offload::BlockKey{hash, group});
@@ -64,12 +62,26 @@ SimulatedTiers::~SimulatedTiers() {
   kv_->SetComputedBlockCallback(nullptr);
 }
 
+void SimulatedTiers::AddCopy(int group) {
+  if (store_bandwidth_ > 0) {
+    store_seconds_ += static_cast<double>(BlockBytes(group)) / store_bandwidth_;
+  }
+}
+
 void SimulatedTiers::StoreToCpu(const offload::BlockKey& key) {
   if (config_.cpu_bytes_to_use == 0 || cpu_->Contains(key)) return;
   cpu_->PutShared(key, pages_.at(key.group));
-  if (store_bandwidth_ > 0) {
-    store_seconds_ += static_cast<double>(BlockBytes(key.group)) / store_bandwidth_;
-  }
+  AddCopy(key.group);
+}
+
+// As OffloadManager::WriteThrough: the bytes are copied for the write threads when some
+// secondary tier takes them (the file tier lacks the block, or Redis is configured).
+void SimulatedTiers::WriteThrough(const offload::BlockKey& key) {
+  const bool to_file = file_.enabled && file_.keys.count(key) == 0;
+  if (!to_file && !redis_.enabled) return;
+  AddCopy(key.group);
+  if (to_file) file_.Put(key, BlockBytes(key.group));
+  if (redis_.enabled) redis_.Put(key, BlockBytes(key.group));
 }
 
 bool SimulatedTiers::Contains(int group, const kv::BlockHash& hash) {

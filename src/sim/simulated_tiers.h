@@ -16,10 +16,14 @@
 // a second); a load's blocks are looked up when it starts, not when each read runs.
 //
 // Time: loads run one after another on one read queue; a load of blocks from tiers t takes
-// sum over t of (latency_t + bytes_t / bandwidth_t) (hardware.h TierSpeed). Evictions into the
-// CPU tier are free unless the profile gives a synchronous store bandwidth (a CPU server
-// copies them on the scheduler thread), in which case TakeStoreSeconds() reports the time the
-// step spent copying.
+// sum over t of (latency_t + bytes_t / bandwidth_t) (hardware.h TierSpeed). The copies the
+// real connector makes on the scheduler thread are free unless the profile gives a
+// synchronous store bandwidth (cpu_tier.store_bandwidth: a CPU server's memcpy), in which case
+// TakeStoreSeconds() reports the time the step spent copying: a device eviction into the CPU
+// tier (OffloadManager::StoreToCpu copies the block), and a computed block written through
+// (OffloadManager::WriteThrough copies it for the write threads when the file tier lacks it
+// or Redis is configured). The write threads' own work and promotions on the read threads
+// run beside the step and cost it nothing here.
 // Thread safety: none (the simulator's thread).
 #pragma once
 
@@ -60,7 +64,8 @@ class SimulatedTiers final : public kv::KvConnector {
   void SetNow(double seconds) { now_ = seconds; }
   // The earliest completion time of a load in flight; nullopt when none.
   std::optional<double> NextCompletion() const;
-  // Seconds of synchronous CPU-tier stores since the last call.
+  // Seconds of synchronous copies (evictions into the CPU tier, write-through) since the last
+  // call.
   double TakeStoreSeconds();
   // cpu, then file and redis when configured (offload::TierStats fields).
   std::vector<offload::TierStats> Stats() const;
@@ -84,6 +89,8 @@ class SimulatedTiers final : public kv::KvConnector {
                  kv::KvCacheManager* kv);
   int64_t BlockBytes(int group) const { return pages_.at(group)->size(); }
   void StoreToCpu(const offload::BlockKey& key);
+  void WriteThrough(const offload::BlockKey& key);
+  void AddCopy(int group);  // one block copied on the scheduler thread
   // The tier a load would take `key` from; nullopt when none holds it.
   std::optional<Kind> Locate(const offload::BlockKey& key);
 
@@ -97,7 +104,7 @@ class SimulatedTiers final : public kv::KvConnector {
   std::vector<Pending> pending_;  // in StartLoad order
   double now_ = 0;
   double read_free_at_ = 0;       // when the read queue is idle
-  double store_bandwidth_ = 0;    // synchronous CPU-tier stores; 0: free
+  double store_bandwidth_ = 0;    // synchronous copies; 0: free
   double store_seconds_ = 0;
 };
 

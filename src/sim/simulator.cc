@@ -130,6 +130,7 @@ bool Run::Wait() {
     }
   }
   if (!next_event) return false;
+  result_.idle_seconds += std::max(0.0, *next_event - now_);
   now_ = std::max(now_, *next_event);
   return true;
 }
@@ -157,7 +158,9 @@ Status Run::Loop() {
   return Status::Ok();
 }
 
-// The step: its cost, then the scheduler's update with one token per sampled sequence.
+// The step: its cost, then the scheduler's update with one token per sampled sequence. The
+// tier copies on the scheduler thread (evictions while scheduling, write-through of the blocks
+// the update caches) are part of the step, as in Engine::Step, before its tokens come out.
 void Run::Step(const scheduler::SchedulerOutput& plan) {
   batch_.clear();
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
@@ -165,13 +168,10 @@ void Run::Step(const scheduler::SchedulerOutput& plan) {
   }
   if (shared_) shared_->Mark(plan.scheduled, batch_);
   const StepCost cost = cost_.Cost(batch_);
-  const double store = tiers_ ? tiers_->TakeStoreSeconds() : 0.0;
   for (int k = 0; k < kNumOpKinds; ++k) {
     result_.work[k] += cost.work[k];
     result_.op_seconds[k] += cost.seconds_by[k];
   }
-  result_.store_seconds += store;
-  now_ += cost.seconds + store;
   sampled_.clear();
   for (const scheduler::ScheduledRequest& s : plan.scheduled) {
     if (!s.needs_sample) continue;
@@ -181,6 +181,9 @@ void Run::Step(const scheduler::SchedulerOutput& plan) {
   }
   const std::vector<scheduler::FinishedRequest> finished =
       scheduler_->UpdateFromOutput(plan, sampled_);
+  const double store = tiers_ ? tiers_->TakeStoreSeconds() : 0.0;
+  result_.store_seconds += store;
+  now_ += cost.seconds + store;
   Record(plan, sampled_, finished, cost.seconds + store);
 }
 

@@ -6,10 +6,12 @@
 // One step, as Engine::Step does it, with the clock in place of the model:
 //   1. requests whose arrival time has come are added (Scheduler::AddRequest);
 //   2. Scheduler::Schedule() plans the step (the KV manager holds no arena: bookkeeping only);
-//   3. the step takes CostModel::Cost(batch) seconds (+ synchronous tier stores): now += that;
-//   4. every sequence that reached its end "samples" a token (workload.h GeneratedToken;
+//   3. every sequence that reached its end "samples" a token (workload.h GeneratedToken;
 //      stop = false, like `bench throughput`'s ignore_eos) and Scheduler::UpdateFromOutput
-//      applies the step: the tokens are stamped at the new time, finished requests recorded.
+//      applies the step;
+//   4. the step takes CostModel::Cost(batch) seconds plus the tier copies the scheduler thread
+//      made in 2 and 3 (SimulatedTiers::TakeStoreSeconds): now += that; the tokens are
+//      stamped at the new time, finished requests recorded.
 // When nothing can be scheduled (an empty system, or requests waiting on tier loads) the clock
 // jumps to the next arrival or load completion. Everything depends only on the inputs: the
 // same setup and workload give the same result, bit for bit (tests/sim/simulator_test.cc).
@@ -82,7 +84,8 @@ struct SimResult {
   std::vector<offload::TierStats> tiers;  // cpu, file, redis (configured ones)
   std::array<Work, kNumOpKinds> work{};   // summed over steps (per rank)
   std::array<double, kNumOpKinds> op_seconds{};
-  double store_seconds = 0;               // synchronous tier stores
+  double store_seconds = 0;               // tier copies on the scheduler thread
+  double idle_seconds = 0;  // the clock waiting with nothing to run: arrivals, tier loads
   std::vector<TimelinePoint> timeline;
   double wall_seconds = 0;                // real time the simulation took
 };

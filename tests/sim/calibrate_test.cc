@@ -73,6 +73,42 @@ TEST(Calibrate, TheFitRecoversTheProfileThatMadeTheTimes) {
   EXPECT_NEAR(fitted_s / truth_s, 1.0, 0.03);
 }
 
+TEST(Calibrate, TheEngineOverheadFitIsNonNegativeLeastSquares) {
+  // Points made by 50 us per step + 4 us per sequence + 0.2 us per token: recovered exactly.
+  EngineOverhead o;
+  for (auto [seqs, tokens] : {std::pair{1, 1}, {16, 16}, {64, 64}, {1, 512}, {8, 1024}}) {
+    EngineOverheadPoint p;
+    p.sequences = seqs;
+    p.tokens = tokens;
+    p.extra = 50e-6 + 4e-6 * seqs + 0.2e-6 * tokens;
+    o.points.push_back(p);
+  }
+  FitEngineOverhead(o);
+  EXPECT_NEAR(o.step, 50e-6, 1e-12);
+  EXPECT_NEAR(o.sequence, 4e-6, 1e-12);
+  EXPECT_NEAR(o.token, 0.2e-6, 1e-12);
+  for (const EngineOverheadPoint& p : o.points) EXPECT_NEAR(p.predicted, p.extra, 1e-12);
+  // Extra time falling with the batch (noise): no negative per-sequence cost, the best
+  // non-negative fit instead (here a constant: the mean).
+  EngineOverhead falling;
+  auto point = [](int64_t n, double extra) {
+    EngineOverheadPoint p;
+    p.sequences = p.tokens = n;
+    p.extra = extra;
+    return p;
+  };
+  falling.points = {point(1, 30e-6), point(64, 10e-6)};
+  FitEngineOverhead(falling);
+  EXPECT_GE(falling.sequence, 0);
+  EXPECT_GE(falling.token, 0);
+  EXPECT_NEAR(falling.step + falling.sequence + falling.token, 20e-6, 1e-9);
+  // Nothing measurable: all zero.
+  EngineOverhead none;
+  none.points = {point(1, -5e-6), point(8, -1e-6)};
+  FitEngineOverhead(none);
+  EXPECT_EQ(none.step + none.sequence + none.token, 0);
+}
+
 TEST(Calibrate, QuickCalibrationOfARealModelWritesAUsableProfile) {
   const std::string path = std::string(KVSERVE_SHARED_DIR) + "/models/stories260K.gguf";
   if (!std::filesystem::exists(path)) GTEST_SKIP() << "needs ../shared/models/stories260K.gguf";
@@ -91,6 +127,17 @@ TEST(Calibrate, QuickCalibrationOfARealModelWritesAUsableProfile) {
   EXPECT_GT(c->profile.cpu_tier.bandwidth, 0);
   EXPECT_GT(c->profile.cpu_tier.store_bandwidth, 0);
   EXPECT_GT(c->profile.file_tier.bandwidth, 0);
+  // The engine's own work: decode steps of 1 and 4 sequences, an admission of 2 prompts, each
+  // a real Engine::Step around a real forward pass.
+  ASSERT_EQ(c->engine.points.size(), 3u);
+  for (const EngineOverheadPoint& p : c->engine.points) {
+    EXPECT_GT(p.forward, 0) << p.label;
+    EXPECT_GT(p.step, p.forward) << p.label;
+  }
+  EXPECT_EQ(c->engine.points[1].sequences, 4);
+  EXPECT_EQ(c->engine.points[2].tokens, 2 * 16);
+  EXPECT_EQ(c->profile.engine_step_overhead, c->engine.step);
+  EXPECT_GE(c->engine.step + c->engine.sequence + c->engine.token, 0);
   // The written profile parses back and simulates the same model.
   const std::string file = ::testing::TempDir() + "/calibrated.json";
   std::ofstream(file) << ProfileToJson(c->profile, c->notes_json);

@@ -173,6 +173,14 @@ TEST(CostModel, StepIsTheSumOverOpsOfTheSlowerOfComputeAndBytes) {
   // all-reduce: 2 per layer x 2 layers, each 101 x 64 x 2 B, ring moves 2 (2-1)/2 of it.
   EXPECT_DOUBLE_EQ(cost.seconds_by[3], 4 * (1e-5 + 101.0 * 64 * 2 / 1e10));
   EXPECT_DOUBLE_EQ(cost.seconds_by[4], 1e-3 + 2 * 1e-5);
+  // The engine's own work (calibrated): per step, per sequence and per token, on top.
+  HardwareProfile with_engine = RoundDevice();
+  with_engine.engine_step_overhead = 2e-4;
+  with_engine.engine_sequence_overhead = 3e-6;
+  with_engine.engine_token_overhead = 1e-7;
+  const StepCost engine = CostModel::Create(m, kv, with_engine, 2)->Cost(batch);
+  EXPECT_DOUBLE_EQ(engine.seconds_by[4], 1e-3 + 2e-4 + 2 * (1e-5 + 3e-6) + 101 * 1e-7);
+  EXPECT_DOUBLE_EQ(engine.seconds - cost.seconds, 2e-4 + 2 * 3e-6 + 101 * 1e-7);
   double sum = 0;
   for (double s : cost.seconds_by) sum += s;
   EXPECT_DOUBLE_EQ(cost.seconds, sum);

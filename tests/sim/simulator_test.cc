@@ -75,6 +75,11 @@ TEST(Simulator, ArrivalsWaitForTheirTime) {
   // Alone each time: the same TTFT (same step shapes, same costs; the clock offset rounds).
   EXPECT_NEAR(*r.requests[0].first_token, *r.requests[1].first_token - 2.0, 1e-12);
   EXPECT_GT(*r.requests[2].first_token, 4.0);
+  // The clock either ran steps or waited: idle + busy = elapsed.
+  double busy = r.store_seconds;
+  for (double s : r.op_seconds) busy += s;
+  EXPECT_GT(r.idle_seconds, 3.0);
+  EXPECT_NEAR(r.idle_seconds + busy, r.elapsed, 1e-9);
 }
 
 TEST(Simulator, SharedPrefixesHitThePrefixCache) {
@@ -131,6 +136,43 @@ TEST(Simulator, AnOffloadedPrefixIsLoadedFromTheCpuTier) {
   EXPECT_EQ(r.tiers[0].bytes_loaded, r.tiers[0].hits * 16 * 128 * 1024);  // 2 MiB per block
   k.engine.offload.reset();
   EXPECT_LT(MustRun(k).stats.prefix_hit_tokens, r.stats.prefix_hit_tokens);
+}
+
+// The copies the real connector makes on the scheduler thread (offload_manager.h): every
+// computed block is copied for the write threads (write-through to the file tier), every
+// device eviction into the CPU tier; with a store bandwidth they take step time.
+TEST(Simulator, TierCopiesOnTheSchedulerThreadTakeStepTime) {
+  SimKnobs k = Llama8bOnH200();
+  k.workload.num_prompts = 1;
+  k.workload.input_len = 1000;  // 62 full blocks of 16 tokens
+  k.workload.output_len = 2;
+  offload::OffloadConfig tiers;
+  tiers.spec_name = "TieringOffloadingSpec";
+  tiers.cpu_bytes_to_use = 1ull << 30;
+  tiers.file = offload::FileTierConfig{"/nonexistent/never-touched", 4, 4};
+  k.engine.offload = tiers;
+  Result<PreparedSim> p = Prepare(k);
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  auto run = [&](double store_bandwidth) {
+    HardwareProfile h = p->cost.hardware();
+    h.file_tier = {10e9, 50e-6, 0};
+    h.cpu_tier.store_bandwidth = store_bandwidth;
+    const CostModel cost = *CostModel::Create(p->cost.model(), p->setup.kv_config, h, 1);
+    Result<SimResult> r = Simulate(p->setup, cost, p->workload);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? *std::move(r) : SimResult{};
+  };
+  const SimResult free = run(0);
+  const SimResult copied = run(1e9);
+  ASSERT_EQ(copied.tiers.size(), 2u);
+  // 62 blocks written through (the last, partial block of the prompt and the two outputs do not
+  // fill one), nothing evicted: 62 copies of a block (16 tokens x 128 KiB).
+  EXPECT_EQ(copied.tiers[1].stores, 62);
+  EXPECT_EQ(copied.tiers[0].stores, 0);
+  const double block = 16.0 * 128 * 1024;
+  EXPECT_DOUBLE_EQ(free.store_seconds, 0);
+  EXPECT_NEAR(copied.store_seconds, 62 * block / 1e9, 1e-12);
+  EXPECT_NEAR(copied.elapsed - free.elapsed, copied.store_seconds, 1e-12);
 }
 
 // The footprint's shared prefixes: the leading blocks an earlier sequence of the step read.
