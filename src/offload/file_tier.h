@@ -39,7 +39,8 @@ class FileTier final : public Tier {
   TierKind kind() const override { return TierKind::kFile; }
   Status Put(const BlockKey& key, std::span<const std::byte> bytes) override;
   Result<std::optional<Bytes>> Get(const BlockKey& key) override;
-  // Reads the payload straight into `payload` (no intermediate buffer) and checks it there.
+  // Reads the payload into `payload` and checks it there: straight from the page cache when it
+  // holds the record, otherwise with O_DIRECT through this thread's bounce buffer.
   Result<bool> GetInto(const BlockKey& key, std::span<std::byte> payload) override;
   bool Contains(const BlockKey& key) override;
 

@@ -3,9 +3,11 @@
 // (MLA latents, MoE), qwen3moe tiny (GQA, MoE) and gpt-oss tiny (MXFP4 experts, sinks, a
 // sliding group beside the full one): a prompt pushed out of a small device pool
 // comes back from the CPU tier, and from the file tier after a restart (a new engine over the
-// same directory), with tokens and logprobs bit-identical to the cold run; a corrupted block file
+// same directory; its records in the page cache or not), with tokens and logprobs bit-identical to the cold run; a corrupted block file
 // is detected and recomputed, never served.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -165,10 +167,30 @@ TEST_P(OffloadEngineTest, CpuTierReloadIsBitIdentical) {
   EXPECT_GT(engine->Metrics().prefix_cache_loaded, 0);
 }
 
+// Writes every block file back and drops its pages from the page cache (the file tier then
+// reads them with O_DIRECT), or reads each once (`warm`: the page cache holds them again).
+void SetPageCache(const std::filesystem::path& dir, bool warm) {
+  for (const auto& entry : std::filesystem::recursive_directory_iterator(dir)) {
+    if (!entry.is_regular_file() || entry.path().extension() != ".kvb") continue;
+    if (warm) {
+      std::ifstream(entry.path(), std::ios::binary).ignore(1 << 30);
+      continue;
+    }
+    const int fd = ::open(entry.path().c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0) << entry.path();
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED), 0);
+    ::close(fd);
+  }
+}
+
 TEST_P(OffloadEngineTest, FileTierServesAfterRestart) {
   const EngineRequest a = Request(2, GetParam().prompt_len, 16);
   const RunResult cold = ColdRunWithFiles(a, 200);
   for (int restart = 0; restart < 3; ++restart) {
+    // Restarts 0 and 2 read records the page cache does not hold (the direct read path where
+    // the filesystem has one), restart 1 records it holds.
+    SetPageCache(dir_ / "fs", /*warm=*/restart == 1);
     std::unique_ptr<Engine> engine = MakeEngine(/*files=*/true);
     int64_t cached = -1;
     const RunResult warm = RunOne(*engine, a, &cached);
