@@ -20,9 +20,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
-#include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -64,32 +65,37 @@ struct ServeKv {
   double sliding_bytes_per_token = 0;   // "+ N B per token inside the sliding windows"
 };
 
+// The number right after the first `prefix` in `log` that a digit follows; -1 when none.
+double NumberAfter(const std::string& log, const std::string& prefix, size_t from = 0) {
+  for (size_t at = log.find(prefix, from); at != std::string::npos;
+       at = log.find(prefix, at + 1)) {
+    const char* number = log.c_str() + at + prefix.size();
+    if (*number >= '0' && *number <= '9') return std::strtod(number, nullptr);
+  }
+  return -1;
+}
+
+// The startup log's numbers (plain string search: GCC 12 warns inside std::regex under the
+// sanitizers).
 ServeKv ParseServeLog(const std::string& log) {
   ServeKv kv;
-  const std::regex group(R"(KV group (\d+) \w+: .*; (\d+) blocks x (\d+) B = )");
-  for (auto it = std::sregex_iterator(log.begin(), log.end(), group); it != std::sregex_iterator();
-       ++it) {
-    kv.num_blocks.push_back(std::stoll((*it)[2]));
-    kv.block_bytes.push_back(std::stoll((*it)[3]));
+  std::istringstream lines(log);
+  for (std::string line; std::getline(lines, line);) {  // "KV group G KIND: ...; N blocks x P B"
+    const size_t blocks = line.find(" blocks x ");
+    if (line.find("KV group ") == std::string::npos || blocks == std::string::npos) continue;
+    const size_t count = line.rfind("; ", blocks);
+    kv.num_blocks.push_back(static_cast<int64_t>(NumberAfter(line, "; ", count)));
+    kv.block_bytes.push_back(static_cast<int64_t>(NumberAfter(line, " blocks x ")));
   }
-  std::smatch m;
-  if (std::regex_search(log, m, std::regex(R"(KV cache: (\d+) tokens)"))) {
-    kv.num_tokens = std::stoll(m[1]);
+  kv.num_tokens = static_cast<int64_t>(NumberAfter(log, "KV cache: "));
+  const std::string concurrency = "max concurrency at max-model-len ";
+  kv.max_model_len = static_cast<int64_t>(NumberAfter(log, concurrency));
+  if (const size_t at = log.find(concurrency); at != std::string::npos) {
+    kv.max_concurrency = NumberAfter(log, ": ", at);
   }
-  if (std::regex_search(log, m,
-                        std::regex(R"(max concurrency at max-model-len (\d+): ([0-9.]+))"))) {
-    kv.max_model_len = std::stoll(m[1]);
-    kv.max_concurrency = std::stod(m[2]);
-  }
-  if (std::regex_search(log, m, std::regex(R"(/ (\d+) B per request of)"))) {
-    kv.request_bytes = std::stoll(m[1]);
-  }
-  if (std::regex_search(log, m, std::regex(R"(KV bytes per token: ([0-9.]+) B)"))) {
-    kv.growing_bytes_per_token = std::stod(m[1]);
-  }
-  if (std::regex_search(log, m, std::regex(R"(\+ ([0-9.]+) B per token inside the sliding)"))) {
-    kv.sliding_bytes_per_token = std::stod(m[1]);
-  }
+  kv.request_bytes = static_cast<int64_t>(NumberAfter(log, "B null blocks) / "));
+  kv.growing_bytes_per_token = NumberAfter(log, "KV bytes per token: ");
+  kv.sliding_bytes_per_token = std::max(0.0, NumberAfter(log, " B (+ "));
   return kv;
 }
 
