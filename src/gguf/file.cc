@@ -136,10 +136,13 @@ bool GgufFile::MoveTensorDataToHugePages() {
   if (!mapped_ || huge_ != nullptr) return false;
   // The span of the tensors that live in the mapping (aligned copies stay where they are).
   const auto* map_begin = reinterpret_cast<const std::byte*>(base_);
+  auto in_mapping = [&](const TensorInfo& t) {
+    return t.size_bytes > 0 && t.data >= map_begin && t.data < map_begin + size_;
+  };
   const std::byte* begin = map_begin + size_;
   const std::byte* end = map_begin;
   for (const TensorInfo& t : tensors_) {
-    if (t.size_bytes == 0 || t.data < map_begin || t.data >= map_begin + size_) continue;
+    if (!in_mapping(t)) continue;
     begin = std::min(begin, t.data);
     end = std::max(end, t.data + t.size_bytes);
   }
@@ -155,7 +158,7 @@ bool GgufFile::MoveTensorDataToHugePages() {
   std::memcpy(dst, begin, bytes);
   ::mprotect(dst, bytes, PROT_READ);
   for (TensorInfo& t : tensors_) {
-    if (t.size_bytes == 0 || t.data < map_begin || t.data >= map_begin + size_) continue;
+    if (!in_mapping(t)) continue;
     t.data = dst + (t.data - begin);  // the same offset: alignment kept (dst is 2 MiB aligned)
   }
   // The file's pages of that span are no longer read: drop them from this mapping (they stay

@@ -53,8 +53,10 @@ struct LoadState {
   std::condition_variable writes_done;
   int writes_in_flight = 0;  // under mu
   bool cancelled = false;    // under mu
-  // Timing for the debug log (steady-clock ns): queued in LoadAsync, first copy started,
-  // last copy ended, and the read threads' CPU time spent on the targets.
+  // Timing for the debug log (steady-clock ns), taken only when it is printed (`timed`):
+  // queued in LoadAsync, first copy started, last copy ended, and the read threads' CPU time
+  // spent on the targets.
+  bool timed = false;
   int64_t queued_ns = 0;
   std::atomic<int64_t> first_start_ns{INT64_MAX};
   std::atomic<int64_t> last_end_ns{0};
@@ -182,7 +184,8 @@ PendingLoad OffloadManager::LoadAsync(std::vector<LoadTarget> targets) {
   pending.state_ = std::make_shared<LoadState>();
   pending.result_ = pending.state_->promise.get_future();
   LoadState& state = *pending.state_;
-  state.queued_ns = SteadyNs();
+  state.timed = GetLogLevel() <= LogLevel::kDebug;
+  if (state.timed) state.queued_ns = SteadyNs();
   const size_t n = targets.size();
   for (const LoadTarget& t : targets) {
     CHECK(t.key.group >= 0 &&
@@ -210,11 +213,15 @@ void OffloadManager::LoadRange(const std::shared_ptr<LoadState>& state, size_t b
                                size_t end) {
   for (size_t i = begin; i < end; ++i) {
     if (state->BeginWrite()) {
-      const int64_t start = SteadyNs(), cpu_start = ThreadCpuNs();
-      AtomicMin(state->first_start_ns, start);
-      state->found_in[i] = LoadOne(state->targets[i]);
-      state->cpu_ns.fetch_add(ThreadCpuNs() - cpu_start);
-      AtomicMax(state->last_end_ns, SteadyNs());
+      if (state->timed) {
+        const int64_t cpu_start = ThreadCpuNs();
+        AtomicMin(state->first_start_ns, SteadyNs());
+        state->found_in[i] = LoadOne(state->targets[i]);
+        state->cpu_ns.fetch_add(ThreadCpuNs() - cpu_start);
+        AtomicMax(state->last_end_ns, SteadyNs());
+      } else {
+        state->found_in[i] = LoadOne(state->targets[i]);
+      }
       state->EndWrite();
     }
     if (state->remaining.fetch_sub(1) == 1) Finish(state.get());
@@ -244,7 +251,7 @@ void OffloadManager::Finish(LoadState* state) {
     r.tiers.push_back(*state->found_in[r.num_loaded]);
     ++r.num_loaded;
   }
-  if (GetLogLevel() <= LogLevel::kDebug && state->last_end_ns.load() > 0) {
+  if (state->timed && state->last_end_ns.load() > 0) {
     uint64_t bytes = 0;
     for (size_t i = 0; i < r.num_loaded; ++i) bytes += state->targets[i].dest.size();
     const double copy_ms = (state->last_end_ns.load() - state->first_start_ns.load()) / 1e6;
