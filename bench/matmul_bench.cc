@@ -114,6 +114,18 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// A mixture of experts' expert matrices (Qwen3-MoE `small`: dim 1024, expert FFN 256) with the
+// few tokens a batched decode step routes to each expert.
+void BM_ExpertMatMul(benchmark::State& state) {
+  BM_MatMul(state);
+}
+void ExpertArgs(benchmark::internal::Benchmark* b) {
+  for (int t : {3, 5, 6, 7})  // Q8_0, Q4_K, Q5_K, Q6_K
+    for (auto [rows, cols] : {std::pair{256, 1024}, {1024, 256}})
+      for (int n : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({t, rows, cols, n});
+}
+BENCHMARK(BM_ExpertMatMul)->Apply(ExpertArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 // All matmuls of the 110m preset, one forward of n tokens.
 void BM_Model110m(benchmark::State& state) {
   constexpr int kLayers = 12, kDim = 768, kFfn = 2048, kVocab = 32000;

@@ -296,6 +296,41 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
   }
 }
 
+// Decode steps with a few tokens per matrix (a mixture of experts' experts in a batched step):
+// every n from 1 to 16 (the gemv rows, the token-group tiles and AMX), every integer format, a
+// few row counts around the 16-row tiles; y[t, r] equals the portable oracle and the token alone,
+// with 1 and 3 threads.
+TEST(MatMulTest, FewTokensBitIdenticalToPortableAndAlone) {
+  uint32_t seed = 2900;
+  for (DType dtype : kAllTypes) {
+    if (!IsQuant(dtype)) continue;
+    const int64_t cols = IsK(dtype) ? 512 : 96;
+    for (int64_t rows : {13, 33}) {
+      TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+      for (int64_t n = 1; n <= 16; ++n) {
+        SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
+                     " n=" + std::to_string(n));
+        std::vector<float> x = RandomActivations(n, cols, ++seed);
+        std::fill(x.begin() + (n - 1) * cols, x.begin() + (n - 1) * cols + 32, 0.0f);
+        std::vector<float> want(static_cast<size_t>(n * rows));
+        MatMulPortable(w.matrix, x.data(), n, want.data());
+        const int64_t last = n - 1;  // alone, it takes the single-token path
+        const std::vector<float> alone(x.begin() + last * cols, x.end());
+        const std::vector<float> y1 = RunMatMul(w.matrix, alone, 1, 1);
+        for (int threads : {1, 3}) {
+          const std::vector<float> got = RunMatMul(w.matrix, x, n, threads);
+          for (int64_t i = 0; i < n * rows; ++i) {
+            ASSERT_TRUE(BitEqual(got[i], want[i]))
+                << "threads " << threads << " token " << i / rows << " row " << i % rows << ": "
+                << got[i] << " vs " << want[i];
+          }
+          for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(got[last * rows + r], y1[r])) << r;
+        }
+      }
+    }
+  }
+}
+
 TEST(MatMulTest, QuantizeActivationRowRoundsToBlockScale) {
   std::vector<float> x(64, 0.0f);
   x[0] = 1.27f;

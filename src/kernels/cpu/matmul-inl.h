@@ -67,12 +67,14 @@ void QuantizeRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* 
 #endif
 }
 
-// Batches of at least this many tokens use the token-interleaved tiles (and MatMul prepares
-// internal::TokenGroups for them); 0: this target has none.
-int64_t TokenGroupMinTokens() {
+// Batches of weight format t with at least this many tokens use the token-interleaved tiles
+// (and MatMul prepares internal::TokenGroups for them); 0: this target has none. Fewer tokens
+// of the formats with gemv tiles take those (they read the plain activation rows).
+int64_t TokenGroupMinTokens(tensor::DType t) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return kTokenGroupMinTokens;
+  return std::max<int64_t>(kTokenGroupMinTokens, GemvMaxTokens(t) + 1);
 #else
+  (void)t;
   return 0;
 #endif
 }

@@ -179,7 +179,7 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
         QuantizeActivations(*a, begin, end);
       });
     }
-    const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)();
+    const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)(w.dtype);
     if (min_tokens > 0 && n >= min_tokens) {
       args.staging = scratch.staging();
       args.groups = {w.cols, internal::ActivationBlock(w.dtype), (n + 15) / 16};

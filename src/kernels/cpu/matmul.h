@@ -39,6 +39,9 @@
 //     M_0 = sum_j m_j * (sum of the 32 activations); y = fma(dmin_1 dx_1, M_1, fma(d_1 dx_1, I_1,
 //     fma(dmin_0 dx_0, M_0, fma(d_0 dx_0, I_0, +0)))), with dmin = -(the file's f16 dmin).
 //
+// On AVX-512 VNNI, calls of up to 12 tokens (8 for Q8_0) with Q8_0, Q4_K, Q5_K or Q6_K weights
+// read the weight blocks in place, once for all tokens (kernels/cpu/matmul_x86_gemv-inl.h: decode
+// steps, and a mixture of experts' experts in a batched step).
 // Batches (n >= 16) of integer formats on a CPU with AMX int8 (Sapphire Rapids and later; Linux
 // grants the tile state per process) run AMX tiles (kernels/cpu/matmul_x86_amx-inl.h); the
 // environment variable KVSERVE_MATMUL_AMX=0 turns them off (for comparisons), and

@@ -476,7 +476,8 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 // time (a short last tile computes the missing rows from stale data and discards them), then
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
 // kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
-// and single tokens (decode) of Q8_0, Q4_K and Q6_K to GemvRows, which reads the blocks in place.
+// and up to GemvMaxTokens tokens (decode) of the kHasGemv formats to GemvRows, which reads the
+// blocks in place.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -485,7 +486,8 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
 #if HWY_TARGET == HWY_AVX3_DL
   if (act.amx) return AmxRows<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
   if constexpr (kHasGemv<kType>) {
-    if (n == 1) return GemvRows<kType>(w, act, y, row_begin, row_end);
+    // t_begin = 0, t_end = n here: ChunkTokens is at least 16.
+    if (n <= GemvMaxTokens(kType)) return GemvRows<kType>(w, act, n, y, row_begin, row_end);
   }
 #endif
   const int64_t cols = w.cols;
