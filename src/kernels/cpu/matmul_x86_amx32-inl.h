@@ -11,10 +11,9 @@
 // weight rows in the lanes, one register per token (kept in registers across all blocks), and a
 // token's results go to y as one contiguous store: no token-interleaved staging, no gather.
 //
-// Tiles: C of block b in tmm(b & 1), A in tmm(2 + (b & 1)), B in tmm(4 + (b & 1)). Block b + 1 is
-// issued before block b is stored and block b - 1's f32 chain runs, so the tile unit multiplies
-// and stores while the vector units work (tiles are not renamed: a load waits for the last
-// multiply reading its register; a vector load of a tile store's bytes waits for the store).
+// Tiles: C of block b in tmm(b & 1), A in tmm(2 + (b & 1)), B in tmm(4 + (b & 1)), so the tile
+// unit multiplies one block while the previous one is stored (tiles are not renamed: a load
+// waits for the last multiply reading its register).
 
 // The B operands and factors of a 16-row tile: b_ops [blocks][8][16][4] int8 (B row k of block
 // b = values 4 k .. 4 k + 3 of each of the 16 rows), d / dmin [blocks][16] f32 (dmin only for
@@ -136,33 +135,31 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTokenTile(const AmxPacked32& w, int64_t 
                                                   const int16_t* sums, float* y, int64_t y_stride,
                                                   int num_rows, int num_tokens) {
   const int64_t blocks = cols / 32;
-  alignas(64) int32_t c[2][256];
+  alignas(64) int32_t c[4][256];
   __m512 acc[16];
   for (__m512& a : acc) a = _mm512_setzero_ps();
-  // Block b's multiply is issued two steps before the f32 chain reads it, and its C stored one
-  // step before: each tile result and each store has a step's vector work to complete.
+  // Block b + 1 is multiplied while block b is stored and the f32 chain of block b - 2 runs: a
+  // vector load of a tile store's bytes waits for the store, so the chain reads C two blocks
+  // after storing it (c holds four blocks).
   auto issue = [&](auto set, int64_t b) HWY_ATTR {
     AmxIssue32<decltype(set)::value>(q + 32 * b, cols, w.b_ops + 512 * b);
   };
   using Set0 = std::integral_constant<int, 0>;
   using Set1 = std::integral_constant<int, 1>;
   issue(Set0{}, 0);
-  if (blocks > 1) issue(Set1{}, 1);
-  AmxDrain32<0>(c[0]);
-  int64_t b = 1;
-  for (; b + 1 < blocks; b += 2) {
-    issue(Set0{}, b + 1);
-    AmxDrain32<1>(c[1]);
-    AmxFinish32<kType>(w, c[0], dx, sums, cols, b - 1, acc);
-    if (b + 2 < blocks) issue(Set1{}, b + 2);
-    AmxDrain32<0>(c[0]);
-    AmxFinish32<kType>(w, c[1], dx, sums, cols, b, acc);
+  for (int64_t b = 0; b < blocks; b += 2) {
+    if (b + 1 < blocks) issue(Set1{}, b + 1);
+    AmxDrain32<0>(c[b & 3]);
+    if (b >= 2) AmxFinish32<kType>(w, c[(b - 2) & 3], dx, sums, cols, b - 2, acc);
+    if (b + 1 < blocks) {
+      if (b + 2 < blocks) issue(Set0{}, b + 2);
+      AmxDrain32<1>(c[(b + 1) & 3]);
+      if (b >= 2) AmxFinish32<kType>(w, c[(b - 1) & 3], dx, sums, cols, b - 1, acc);
+    }
   }
-  if (b < blocks) {
-    AmxDrain32<1>(c[1]);
-    AmxFinish32<kType>(w, c[0], dx, sums, cols, b - 1, acc);
+  for (int64_t b = std::max<int64_t>(0, blocks - 2); b < blocks; ++b) {
+    AmxFinish32<kType>(w, c[b & 3], dx, sums, cols, b, acc);
   }
-  AmxFinish32<kType>(w, c[(blocks - 1) & 1], dx, sums, cols, blocks - 1, acc);
   const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
   for (int j = 0; j < num_tokens; ++j) _mm512_mask_storeu_ps(y + j * y_stride, rows_mask, acc[j]);
 }

@@ -15,8 +15,15 @@
 namespace kvserve::kernels {
 
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
-  double sum_sq = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  // Eight independent chains (a dependent add per 8 values, not per value), then ops.h's tree.
+  double lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<double>(x[i]) * x[i];
+  const double sum_sq =
+      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }

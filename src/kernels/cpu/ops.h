@@ -13,7 +13,8 @@
 namespace kvserve::kernels {
 
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], i in [0, n). x and y may alias.
-// The mean is accumulated in double, in index order.
+// The mean is accumulated in double: lane l (0..7) sums x[i]^2 for i = l, l + 8, ... < n in
+// increasing order, then sum = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
 // Rotary position embedding as ggml's rope with llama.cpp's two pairings. Within each head the
