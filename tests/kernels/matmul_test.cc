@@ -298,7 +298,7 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
     for (int64_t rows : {1, 15, 16, 17, 48, 61}) {
       for (int64_t cols : col_counts) {
         for (bool raw : {false, true}) {
-          if (raw && dtype != DType::kQ8_0) continue;
+          if (raw && dtype != DType::kQ8_0 && dtype != DType::kMXFP4) continue;
           SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
                        " cols=" + std::to_string(cols) + (raw ? " raw" : ""));
           TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
@@ -306,7 +306,12 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
             std::mt19937 rng(++seed);
             for (size_t i = 0; i < w.bytes.size(); ++i) {
               w.bytes[i] = static_cast<uint8_t>(rng());
-              if (i % 34 == 1) w.bytes[i] &= 0xBB;  // f16 scale: finite, |d| < 2, either sign
+              if (dtype == DType::kQ8_0 && i % 34 == 1) {
+                w.bytes[i] &= 0xBB;  // f16 scale: finite, |d| < 2, either sign
+              } else if (dtype == DType::kMXFP4 && i % 17 == 0) {
+                // E8M0 scale 2^(e - 128) for e < 136, the subnormals e = 0 and 1 included
+                w.bytes[i] = static_cast<uint8_t>(i / 17 % 7 == 0 ? i / 17 / 7 % 2 : w.bytes[i] % 136);
+              }
             }
           }
           std::vector<float> x = RandomActivations(1, cols, ++seed);

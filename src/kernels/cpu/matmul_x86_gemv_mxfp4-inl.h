@@ -1,0 +1,98 @@
+// Single-token (decode) rows for MXFP4 weights on AVX-512 VNNI (gpt-oss's experts). Textually
+// included by matmul_x86_quant-inl.h for the AVX3_DL target only, after matmul_x86_gemv-inl.h,
+// whose 16-row machinery (GemvRowSet, ReduceBlockPairs, PrefetchNextTile) it reuses; see
+// matmul.h for the scheme.
+//
+// MXFP4 block (tensor/quant_ints.h): e (E8M0) at byte 0, then 16 bytes of nibbles in nibble
+// order; q = kMxfp4Values[nibble] in -12..12, d = 2^(e - 128). The file's blocks are read in
+// place, 16 rows at a time, one block pair (b, b + 1) = 34 bytes per row and step:
+//   one masked load of the pair's 34 bytes; vpermb arranges the four 128-bit lanes as
+//   [qs_b, qs_b, qs_b1, qs_b1], a per-lane 16-bit shift by (0, 4, 0, 4) brings the high nibbles
+//   down, and a second vpermb looks up u = q + 128 in a 64-entry table that repeats the 16
+//   values (vpermb reads 6 index bits, so the bits above the nibble never matter). The lanes
+//   then hold values 0-15, 16-31 of block b and 0-15, 16-31 of block b + 1: exactly the order
+//   of the 64 activation codes of the pair, so one dpbusd gives lanes 0-7 partial sums of block
+//   b and lanes 8-15 of block b + 1 (each product |u a| <= 140 * 127: no saturation).
+//   ReduceBlockPairs turns the 16 rows' registers into I_b + 128 S_b with lane i = row i; the
+//   rows' scale bytes are gathered and widened to 2^(e - 128) exactly (subnormal for e < 2, as
+//   tensor::Mxfp4Scale), and acc = fma(d_b * dx_b, float(I_b), acc): the scheme's f32 chain.
+
+// The 16 rows' d_b = 2^(e - 128) for the scale bytes at block0 + each row's offset.
+KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherMxfp4Scales(const GemvRowSet& set,
+                                                        const uint8_t* block0) {
+  const __m512i e = _mm512_and_si512(_mm512_i32gather_epi32(set.offsets, block0, 1),
+                                     _mm512_set1_epi32(0xFF));
+  const __m512i normal = _mm512_slli_epi32(_mm512_sub_epi32(e, _mm512_set1_epi32(1)), 23);
+  const __m512i subnormal = _mm512_sllv_epi32(_mm512_set1_epi32(0x00200000), e);
+  const __mmask16 tiny = _mm512_cmplt_epi32_mask(e, _mm512_set1_epi32(2));
+  return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
+}
+
+// y[i] for rows i < num_rows of the 16 MXFP4 rows from row0 (row_bytes apart), one token: q the
+// activation codes, dx the block scales, sums the code sums of each 16 (matmul.h).
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t row_bytes,
+                                                    int num_rows, int64_t blocks,
+                                                    const int8_t* q, const float* dx,
+                                                    const int16_t* sums, float* y) {
+  constexpr int64_t kBytes = 17;  // e, then 16 bytes of nibbles
+  const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  alignas(64) uint8_t arrange[64], table[64];
+  for (int j = 0; j < 64; ++j) {
+    arrange[j] = static_cast<uint8_t>((j < 32 ? 1 : 1 + kBytes) + j % 16);
+    table[j] = static_cast<uint8_t>(tensor::kMxfp4Values[j % 16] + 128);
+  }
+  const __m512i arrange_v = _mm512_load_si512(arrange);
+  const __m512i table_v = _mm512_load_si512(table);
+  // 16-bit shift counts: 128-bit lanes 1 and 3 take the high nibbles.
+  const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
+                                         0x0004000400040004, 0x0004000400040004, 0, 0);
+  __m512 acc = _mm512_setzero_ps();
+  auto values = [&](const uint8_t* p, __mmask64 bytes) HWY_ATTR {
+    const __m512i raw = _mm512_maskz_loadu_epi8(bytes, p);
+    const __m512i nibbles = _mm512_srlv_epi16(_mm512_permutexvar_epi8(arrange_v, raw), shift);
+    return _mm512_permutexvar_epi8(nibbles, table_v);  // u = q + 128
+  };
+  auto finish = [&](int64_t b, __m512i ints) HWY_ATTR {
+    const int32_t block_sum = int32_t{sums[2 * b]} + sums[2 * b + 1];
+    ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(128 * block_sum));
+    const __m512 d = GatherMxfp4Scales(set, row0 + kBytes * b);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[b])), _mm512_cvtepi32_ps(ints), acc);
+  };
+  int64_t b = 0;
+  for (; b + 2 <= blocks; b += 2) {
+    const __m512i a = _mm512_loadu_si512(q + 32 * b);
+    __m512i dots[kGemvRows];
+    for (int i = 0; i < kGemvRows; ++i) {
+      const uint8_t* p = set.rows[i] + kBytes * b;
+      PrefetchNextTile<1>(p, row_bytes);  // 34 bytes per step
+      dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values(p, (1ull << 34) - 1), a);
+    }
+    const auto [first, second] = ReduceBlockPairs(dots);
+    finish(b, first);
+    finish(b + 1, second);
+  }
+  if (b < blocks) {  // an odd last block: the upper half's codes are zero
+    const __m512i a = _mm512_zextsi256_si512(Load256(reinterpret_cast<const uint8_t*>(q + 32 * b)));
+    __m512i dots[kGemvRows];
+    for (int i = 0; i < kGemvRows; ++i) {
+      const __m512i u = values(set.rows[i] + kBytes * b, (1ull << 17) - 1);
+      dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a);
+    }
+    finish(b, ReduceBlockPairs(dots).first);
+  }
+  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << num_rows) - 1), acc);
+}
+
+// Rows [row_begin, row_end) of an MXFP4 matrix for one token, 16 rows at a time.
+KVSERVE_MATMUL_VNNI inline void GemvRowsMxfp4(const WeightMatrix& w,
+                                              const internal::QuantActivations& act, float* y,
+                                              int64_t row_begin, int64_t row_end) {
+  const int64_t row_bytes = tensor::RowBytes(tensor::DType::kMXFP4, w.cols);
+  const int64_t blocks = w.cols / 32;
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = row_begin; r < row_end; r += kGemvRows) {
+    const int num_rows = static_cast<int>(std::min<int64_t>(kGemvRows, row_end - r));
+    GemvTileMxfp4(base + r * row_bytes, row_bytes, num_rows, blocks, act.q, act.d, act.sums,
+                  y + r);
+  }
+}
