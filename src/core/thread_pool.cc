@@ -52,7 +52,7 @@ std::pair<size_t, size_t> RangeFor(size_t n, size_t grain, int t, int num_thread
 }  // namespace
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(std::max(1, num_threads)) {
-  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this, i] { WorkerLoop(i); });
+  for (int i = 1; i < num_threads_; ++i) workers_.emplace_back([this] { WorkerLoop(); });
 }
 
 ThreadPool::~ThreadPool() {
@@ -74,23 +74,49 @@ void ThreadPool::ParallelFor(size_t n, const std::function<void(size_t, size_t, 
   fn_ = &fn;
   n_ = n;
   grain_ = grain;
-  pending_.store(num_threads_ - 1, std::memory_order_relaxed);
+  ranges_done_.store(0, std::memory_order_relaxed);
+  const uint32_t generation = generation_.load(std::memory_order_relaxed) + 1;
+  // Published before generation_: a worker that sees the new generation finds its ranges.
+  claim_.store(static_cast<uint64_t>(generation) << 32, std::memory_order_release);
   // seq_cst pairs with the workers' sleeping_workers_ increment: either a worker sees the new
   // generation before it sleeps, or we see it asleep and wake it.
-  generation_.fetch_add(1, std::memory_order_seq_cst);
+  generation_.store(generation, std::memory_order_seq_cst);
   if (sleeping_workers_.load(std::memory_order_seq_cst) > 0) generation_.notify_all();
-  auto [begin, end] = RangeFor(n, grain, 0, num_threads_);
-  if (begin < end) fn(begin, end, 0);
-  AwaitWorkers();
+  RunRanges(generation);
+  AwaitRanges();
   fn_ = nullptr;
   in_call_.store(false, std::memory_order_release);
 }
 
-void ThreadPool::AwaitWorkers() {
-  if (SpinUntil([this] { return pending_.load(std::memory_order_acquire) == 0; })) return;
+void ThreadPool::RunRanges(uint32_t generation) {
+  uint64_t claim = claim_.load(std::memory_order_acquire);
+  for (;;) {
+    if (static_cast<uint32_t>(claim >> 32) != generation) return;
+    const uint32_t index = static_cast<uint32_t>(claim);
+    if (index >= static_cast<uint32_t>(num_threads_)) return;
+    if (!claim_.compare_exchange_weak(claim, claim + 1, std::memory_order_acq_rel,
+                                      std::memory_order_acquire)) {
+      continue;  // `claim` now holds the current value
+    }
+    // The call cannot end before this range is done, so fn_, n_ and grain_ are its own.
+    auto [begin, end] = RangeFor(n_, grain_, static_cast<int>(index), num_threads_);
+    if (begin < end) (*fn_)(begin, end, static_cast<int>(index));
+    // seq_cst pairs with caller_sleeping_: the caller either sees the last range done or is
+    // woken.
+    if (ranges_done_.fetch_add(1, std::memory_order_seq_cst) + 1 == num_threads_ &&
+        caller_sleeping_.load(std::memory_order_seq_cst)) {
+      ranges_done_.notify_all();
+    }
+    claim = claim_.load(std::memory_order_acquire);
+  }
+}
+
+void ThreadPool::AwaitRanges() {
+  auto all_done = [this] { return ranges_done_.load(std::memory_order_acquire) == num_threads_; };
+  if (SpinUntil(all_done)) return;
   caller_sleeping_.store(true, std::memory_order_seq_cst);
-  for (int p; (p = pending_.load(std::memory_order_seq_cst)) != 0;) {
-    pending_.wait(p, std::memory_order_seq_cst);
+  for (int done; (done = ranges_done_.load(std::memory_order_seq_cst)) != num_threads_;) {
+    ranges_done_.wait(done, std::memory_order_seq_cst);
   }
   caller_sleeping_.store(false, std::memory_order_relaxed);
 }
@@ -108,18 +134,12 @@ uint32_t ThreadPool::AwaitGeneration(uint32_t seen) {
   return g;
 }
 
-void ThreadPool::WorkerLoop(int index) {
+void ThreadPool::WorkerLoop() {
   uint32_t seen = 0;
   for (;;) {
     seen = AwaitGeneration(seen);
     if (stop_) return;
-    auto [begin, end] = RangeFor(n_, grain_, index, num_threads_);
-    if (begin < end) (*fn_)(begin, end, index);
-    // seq_cst pairs with caller_sleeping_: the caller either sees 0 or is woken.
-    if (pending_.fetch_sub(1, std::memory_order_seq_cst) == 1 &&
-        caller_sleeping_.load(std::memory_order_seq_cst)) {
-      pending_.notify_all();
-    }
+    RunRanges(seen);
   }
 }
 

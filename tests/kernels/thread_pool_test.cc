@@ -4,6 +4,9 @@
 
 #include <gtest/gtest.h>
 
+#include <sched.h>
+
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <thread>
@@ -53,6 +56,53 @@ TEST(ThreadPoolStressTest, CallerWaitsForSlowWorker) {
     });
     EXPECT_EQ(done.load(), 2);
   }
+}
+
+// Each range index runs exactly once per call, whichever thread claims it.
+TEST(ThreadPoolStressTest, EachRangeIndexRunsOncePerCall) {
+  ThreadPool pool(3);
+  for (int call = 0; call < 300; ++call) {
+    std::array<std::atomic<int>, 3> runs{};
+    pool.ParallelFor(30, [&runs](size_t begin, size_t end, int index) {
+      ASSERT_GE(index, 0);
+      ASSERT_LT(index, 3);
+      EXPECT_EQ(begin, static_cast<size_t>(index) * 10);
+      EXPECT_EQ(end, begin + 10);
+      runs[index].fetch_add(1);
+    });
+    for (int i = 0; i < 3; ++i) ASSERT_EQ(runs[i].load(), 1) << "call " << call << " range " << i;
+  }
+}
+
+// With every thread of the pool on one CPU (an oversubscribed machine in miniature), the caller
+// does not wait for workers the OS has not run yet: it claims their ranges itself. Under the
+// old fixed assignment (the caller ran range 0 only) no call could show the caller running two.
+TEST(ThreadPoolStressTest, CallerRunsRangesOfWorkersThatHaveNotStarted) {
+  cpu_set_t saved;
+  ASSERT_EQ(sched_getaffinity(0, sizeof(saved), &saved), 0);
+  int cpu = 0;
+  while (cpu < CPU_SETSIZE && !CPU_ISSET(cpu, &saved)) ++cpu;
+  cpu_set_t one;
+  CPU_ZERO(&one);
+  CPU_SET(cpu, &one);
+  ASSERT_EQ(sched_setaffinity(0, sizeof(one), &one), 0);  // the workers inherit it
+  int calls_with_caller_running_more = 0;
+  {
+    ThreadPool pool(4);
+    const std::thread::id caller = std::this_thread::get_id();
+    for (int call = 0; call < 200; ++call) {
+      std::atomic<int> by_caller{0};
+      std::atomic<int> covered{0};
+      pool.ParallelFor(4, [&](size_t begin, size_t end, int) {
+        if (std::this_thread::get_id() == caller) by_caller.fetch_add(1);
+        covered.fetch_add(static_cast<int>(end - begin));
+      });
+      ASSERT_EQ(covered.load(), 4);
+      if (by_caller.load() > 1) ++calls_with_caller_running_more;
+    }
+  }
+  ASSERT_EQ(sched_setaffinity(0, sizeof(saved), &saved), 0);
+  EXPECT_GT(calls_with_caller_running_more, 0);
 }
 
 }  // namespace
