@@ -291,8 +291,8 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
                   << "threads " << threads << " row " << r << ": " << got[r] << " vs " << want[r];
             }
           }
-          // A batch past the token tiles, and a few tokens (MXFP4's rows take up to 8).
-          for (auto [n, at] : {std::pair<int64_t, int64_t>{20, 7}, {6, 4}}) {
+          // A batch past the token tiles and a few tokens (MXFP4 rows up to 15: two passes at 12).
+          for (auto [n, at] : {std::pair<int64_t, int64_t>{20, 7}, {6, 4}, {12, 9}}) {
             std::vector<float> batch = RandomActivations(n, cols, ++seed);
             std::copy(x.begin(), x.end(), batch.begin() + at * cols);
             std::vector<float> y = RunMatMul(w.matrix, batch, n, 2);
