@@ -149,8 +149,7 @@ void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations&
           kernels::RmsNorm(k + h * hd, w.k_norm, k + h * hd, hd, layer.eps);
         }
       }
-      kernels::Rope(*layer.rope, q, shape.num_heads, rows.positions[t]);
-      kernels::Rope(*layer.rope, k, shape.num_kv_heads, rows.positions[t]);
+      kernels::RopeQk(*layer.rope, q, shape.num_heads, k, shape.num_kv_heads, rows.positions[t]);
     }
   });
 }

@@ -17,6 +17,11 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps
 }
 
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
+  RopeQk(params, x, num_heads, nullptr, 0, pos);
+}
+
+void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
+            int32_t pos) {
   DCHECK(params.rope_dim % 2 == 0 && params.rope_dim <= params.head_dim);
   const int half = params.rope_dim / 2;
   const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
@@ -37,8 +42,9 @@ void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
     const float s = static_cast<float>(std::sin(theta) * magnitude);
     const int a = neox ? i : 2 * i;
     const int b = neox ? i + half : 2 * i + 1;
-    for (int h = 0; h < num_heads; ++h) {
-      float* head = x + static_cast<int64_t>(h) * params.head_dim;
+    for (int h = 0; h < num_heads + num_kv_heads; ++h) {
+      float* head = h < num_heads ? q + static_cast<int64_t>(h) * params.head_dim
+                                  : k + static_cast<int64_t>(h - num_heads) * params.head_dim;
       const float x0 = head[a];
       const float x1 = head[b];
       head[a] = x0 * c - x1 * s;

@@ -49,6 +49,10 @@ struct RopeParams {
   YarnParams yarn{};                    // factor > 1: YaRN angles and magnitude
 };
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos);
+// Rope of q's num_heads and then k's num_kv_heads at one position: the same as two Rope calls,
+// with the angles computed once.
+void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
+            int32_t pos);
 
 // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n).
 void SiluMul(float* gate, const float* up, int64_t n);
