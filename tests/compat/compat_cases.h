@@ -43,7 +43,9 @@ inline constexpr ModelCase kModelCases[] = {
     // and the tiny preset's 128-value rows, where llama.cpp's quantize falls back (Q4_K -> Q5_0,
     // Q6_K -> Q8_0, ...) and make-model follows it.
     // BF16: llama.cpp's CPU backend rounds the activations to bf16 (8 significant bits) for
-    // BF16 matmuls, kvserve keeps them f32: ~10x F16's difference (docs/models.md).
+    // BF16 matmuls, kvserve keeps them f32: ~10x F16's difference; llama.cpp's own result
+    // moves by 1.4e-2 between batched and one-token evaluation, so 2e-3 is out of reach of any
+    // fixed BF16 computation (docs/models.md).
     {"tiny_bf16", "make-model --preset tiny --type bf16", "f16", 3e-2},
     // The same BF16 file against llama.cpp computing its weights in f32: F32's bound.
     {"tiny_bf16_exact", "make-model --preset tiny --type bf16", "f32", 1e-4, "", 0, true},

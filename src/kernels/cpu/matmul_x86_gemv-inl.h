@@ -9,11 +9,11 @@
 //     times the 64 activation codes of the pair (dpbusd): lanes 0-7 hold partial sums of block
 //     b, lanes 8-15 of block b + 1; I_b -= 128 S_b afterwards.
 //   Q4_K, per row and block: the 4-bit values (u8) of two sub-blocks per register times their
-//     codes (dpbusd: |a partial of 4 products| <= 7620 fits int16), times the sub-block scales
-//     (madd with the scale in the low int16 of each int32 lane); lanes folded to 0-7; lanes
-//     8-15 carry m_j S_j (madd) for M_b.
-//   Q6_K, per row and block: values u = q + 32 (0..63; partials <= 32004 fit int16) times codes,
-//     times the int8 scales of 16-value sub-blocks (madd), minus 32 sum_s sc_s S_s.
+//     codes in pairs (maddubs: |2 products| <= 3810, no saturation), times the sub-block scales
+//     (madd / dpwssd with the scale in both int16 halves of each int32 lane, placed by vpermb);
+//     lanes folded to 0-7; lanes 8-15 carry m_j S_j (dpwssd) for M_b.
+//   Q6_K, per row and block: values u = q + 32 (0..63; pairs <= 16002 fit int16) times codes,
+//     times the int8 scales of 16-value sub-blocks (as Q4_K's), minus 32 sum_s sc_s S_s.
 //   A fixed transposing tree (ReduceBlockPairs) adds the 16 rows' registers into two vectors
 //     with lane i = row i (exact integer sums: any order gives the same integer), then
 //     acc = fma(d_b * dx_b, float(I_b), acc) [and fma(dmin_b * dx_b, float(M_b), acc)] with the
@@ -67,12 +67,21 @@ HWY_INLINE GemvRowSet MakeRowSet(const uint8_t* row0, int64_t row_bytes, int num
   return set;
 }
 
+// The 32-bit word at block0 + each row's offset (16 rows).
+HWY_INLINE __m512i GatherWords(const GemvRowSet& set, const uint8_t* block0) {
+  return _mm512_i32gather_epi32(set.offsets, block0, 1);
+}
+
+// The f16 in the low (shift 0) or high (shift 16) half of each 32-bit lane, widened exactly.
+HWY_INLINE __m512 HalfOfWords(__m512i v, int shift) {
+  if (shift != 0) v = _mm512_srli_epi32(v, 16);
+  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+}
+
 // The f16 in the low (shift 0) or high (shift 16) half of the 32-bit word at block0 + each
 // row's offset (16 rows), widened exactly.
 HWY_INLINE __m512 GatherHalf(const GemvRowSet& set, const uint8_t* block0, int shift) {
-  __m512i v = _mm512_i32gather_epi32(set.offsets, block0, 1);
-  if (shift != 0) v = _mm512_srli_epi32(v, 16);
-  return _mm512_cvtph_ps(_mm512_cvtepi32_epi16(v));
+  return HalfOfWords(GatherWords(set, block0), shift);
 }
 
 // Asks for the `lines` cache lines from p of the next tile's same row (16 rows further on), so
@@ -134,23 +143,36 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ8_0(const uint8_t* row0, int64_t 
   _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << num_rows) - 1), acc);
 }
 
-// Q4_K: the 8 sub-block scales (int32 lanes 0-7) and mins (lanes 8-15) of the block whose
-// 12-byte scale field is at p (ggml's packing: tensor/quant_ints.h).
-HWY_INLINE __m512i Q4KScalesMins(const uint8_t* p) {
-  uint32_t u[3];
-  std::memcpy(u, p, 12);
-  constexpr uint32_t kLow6 = 0x3F3F3F3F, kLow4 = 0x0F0F0F0F, kLow2 = 0x03030303;
-  const uint32_t sc_lo = u[0] & kLow6;                                           // scales 0-3
-  const uint32_t sc_hi = (u[2] & kLow4) | (((u[0] >> 6) & kLow2) << 4);          // scales 4-7
-  const uint32_t mn_lo = u[1] & kLow6;                                           // mins 0-3
-  const uint32_t mn_hi = ((u[2] >> 4) & kLow4) | (((u[1] >> 6) & kLow2) << 4);  // mins 4-7
-  return _mm512_cvtepu8_epi32(_mm_set_epi32(static_cast<int>(mn_hi), static_cast<int>(mn_lo),
-                                            static_cast<int>(sc_hi), static_cast<int>(sc_lo)));
+// Q4_K: the 8 sub-block scales and 8 mins of the block whose 12-byte scale field is at p
+// (ggml's packing: tensor/quant_ints.h).
+// With the words u0, u1, u2 of the field: scales 0-3 = u0 & 0x3F.., scales 4-7 = (u2 & 0x0F..) |
+// ((u0 >> 6) & 0x03..) << 4, mins 0-3 = u1 & 0x3F.., mins 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6)
+// & 0x03..) << 4, computed in one 128-bit register (4 bytes past the field are read, unused).
+// Returns the 16 bytes scales 0-7, mins 0-7.
+HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i low = _mm_and_si128(  // [u0, u2, u1, u2 >> 4] & [low 6, low 4, low 6, low 4]
+      _mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0)),
+      _mm_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+  const __m128i high = _mm_and_si128(  // bits 6-7 of u0's (u1's) bytes at bits 4-5, lanes 1 and 3
+      _mm_srli_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+  return _mm_or_si128(low, high);
 }
 
-// A permutexvar index: lanes 0-7 pick lane lo, lanes 8-15 lane hi.
-HWY_INLINE __m512i PickPair(int lo, int hi) {
-  return _mm512_inserti64x4(_mm512_set1_epi32(lo), _mm256_set1_epi32(hi), 1);
+// A vpermb index whose int32 lane j reads int16 number source(j) of a register (its bytes
+// 2 source(j), 2 source(j) + 1) into both of its int16 halves, for madd / dpwssd with int16 pairs.
+template <typename Source>
+HWY_INLINE __m512i PickInt16(Source source) {
+  alignas(64) uint8_t idx[64];
+  for (int j = 0; j < 16; ++j) {
+    const int s = source(j);
+    for (int h = 0; h < 2; ++h) {
+      idx[4 * j + 2 * h] = static_cast<uint8_t>(2 * s);
+      idx[4 * j + 2 * h + 1] = static_cast<uint8_t>(2 * s + 1);
+    }
+  }
+  return _mm512_load_si512(idx);
 }
 
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t row_bytes,
@@ -162,43 +184,55 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   // Register k of a block's values: the low (k even) or high nibbles of qs[64 (k / 2) ..], i.e.
   // sub-blocks (4 (k / 2) + k % 2, 4 (k / 2) + k % 2 + 2) in lanes 0-7 and 8-15.
-  const __m512i pick[4] = {PickPair(0, 2), PickPair(1, 3), PickPair(4, 6), PickPair(5, 7)};
-  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  // Scale (min) j as an int16 in both halves of the int32 lanes that need it: from the 16 bytes
+  // of Q4KScalesMins widened to int16 (source bytes 2 j, 2 j + 1).
+  __m512i pick[4];  // register k: lanes 0-7 its first sub-block's scale, 8-15 its second's
+  for (int k = 0; k < 4; ++k) {
+    const int first = 4 * (k / 2) + k % 2;
+    pick[k] = PickInt16([first](int j) { return j < 8 ? first : first + 2; });
+  }
+  const __m512i pick_mins = PickInt16([](int j) { return j; });  // lanes 8-15: min j - 8
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* ab = q + 256 * b;
     const __m512i a[4] = {LoadHalves(ab, ab + 64), LoadHalves(ab + 32, ab + 96),
                           LoadHalves(ab + 128, ab + 192), LoadHalves(ab + 160, ab + 224)};
-    // S_j (the codes of sub-block j summed) in lanes 8-15.
+    // S_j (the codes of sub-block j summed; |S_j| <= 32 * 127 fits int16) in the low int16 of
+    // lanes 8-15, all else zero.
     const __m256i s8 = _mm256_madd_epi16(Load256(reinterpret_cast<const uint8_t*>(sums + 16 * b)),
                                          _mm256_set1_epi16(1));
-    const __m512i s = _mm512_inserti64x4(_mm512_setzero_si512(), s8, 1);
+    const __m512i s = _mm512_inserti64x4(_mm512_setzero_si512(),
+                                         _mm256_and_si256(s8, _mm256_set1_epi32(0xFFFF)), 1);
     __m512i parts[kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
       PrefetchNextTile<3>(p, row_bytes);  // 144 bytes per step (the next block's covers the rest)
-      const __m512i sm = Q4KScalesMins(p + 4);
+      const __m512i sm = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(Q4KScalesMins(p + 4)));
       const __m512i w0 = _mm512_loadu_si512(p + 16), w1 = _mm512_loadu_si512(p + 80);
       const __m512i nib[4] = {_mm512_and_si512(w0, low4),
                               _mm512_and_si512(_mm512_srli_epi16(w0, 4), low4),
                               _mm512_and_si512(w1, low4),
                               _mm512_and_si512(_mm512_srli_epi16(w1, 4), low4)};
-      __m512i sum = _mm512_setzero_si512();
-      for (int k = 0; k < 4; ++k) {
-        const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), nib[k], a[k]);
-        const __m512i scale = _mm512_and_si512(_mm512_permutexvar_epi32(pick[k], sm), low16);
-        sum = _mm512_add_epi32(sum, _mm512_madd_epi16(dot, scale));
+      // Pairs of products (maddubs: |2 * 15 * 127| fits int16) times the scale of their
+      // sub-block, summed into int32 lanes.
+      __m512i sum = _mm512_madd_epi16(_mm512_maddubs_epi16(nib[0], a[0]),
+                                      _mm512_permutexvar_epi8(pick[0], sm));
+      for (int k = 1; k < 4; ++k) {
+        sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(nib[k], a[k]),
+                                  _mm512_permutexvar_epi8(pick[k], sm));
       }
       const __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sum),
                                               _mm512_extracti64x4_epi64(sum, 1));
       // Lanes 0-7 of s are zero, so the I partials stay alone there.
-      parts[i] = _mm512_add_epi32(_mm512_madd_epi16(s, sm), _mm512_zextsi256_si512(folded));
+      parts[i] = _mm512_dpwssd_epi32(_mm512_zextsi256_si512(folded), s,
+                                     _mm512_permutexvar_epi8(pick_mins, sm));
     }
     const auto [ints, mins] = ReduceBlockPairs(parts);
     const __m512 xv = _mm512_set1_ps(dx[b]);
-    const __m512 d = GatherHalf(set, row0 + kBytes * b, 0);
+    const __m512i d_dmin = GatherWords(set, row0 + kBytes * b);
+    const __m512 d = HalfOfWords(d_dmin, 0);
     const __m512 dmin = _mm512_castsi512_ps(  // minus the file's dmin, exactly
-        _mm512_xor_si512(_mm512_castps_si512(GatherHalf(set, row0 + kBytes * b, 16)),
+        _mm512_xor_si512(_mm512_castps_si512(HalfOfWords(d_dmin, 16)),
                          _mm512_set1_epi32(static_cast<int>(0x80000000u))));
     acc = _mm512_fmadd_ps(_mm512_mul_ps(d, xv), _mm512_cvtepi32_ps(ints), acc);
     acc = _mm512_fmadd_ps(_mm512_mul_ps(dmin, xv), _mm512_cvtepi32_ps(mins), acc);
@@ -215,17 +249,12 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
   constexpr int64_t kBytes = 210;  // ql[128], qh[64], scales[16], d
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const __m512i three = _mm512_set1_epi8(3);
-  // Shifts of qh for the two halves of a register: quads (0, 1) or (2, 3) of the 128-value half.
+  const __m512i bits45 = _mm512_set1_epi8(0x30);
+  // qh >> shift01: the high bits of quad 0 (bytes 0-31) and 1 (bytes 32-63) of the 128-value
+  // half at bits 0-1 of each byte, those of quads 2 and 3 at bits 4-5.
   const __m512i shift01 = _mm512_inserti64x4(_mm512_setzero_si512(), _mm256_set1_epi16(2), 1);
-  const __m512i shift23 = _mm512_add_epi16(shift01, _mm512_set1_epi16(4));
-  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
   __m512i pick[4];  // register v: sub-blocks 4 v .. 4 v + 3, four int32 lanes each
-  for (int v = 0; v < 4; ++v) {
-    pick[v] = _mm512_set_epi32(4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 3, 4 * v + 2, 4 * v + 2,
-                               4 * v + 2, 4 * v + 2, 4 * v + 1, 4 * v + 1, 4 * v + 1, 4 * v + 1,
-                               4 * v, 4 * v, 4 * v, 4 * v);
-  }
+  for (int v = 0; v < 4; ++v) pick[v] = PickInt16([v](int j) { return 4 * v + j / 4; });
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* ab = q + 256 * b;
@@ -237,23 +266,29 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
       const uint8_t* p = set.rows[i] + kBytes * b;
       PrefetchNextTile<4>(p, row_bytes);  // 210 bytes per step
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
-      const __m512i sc = _mm512_and_si512(_mm512_cvtepi8_epi32(sc8), low16);
+      const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
+      const __m512i sc = _mm512_castsi256_si512(sc16);
       __m512i sum = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(p + 64 * h);
-        const __m512i qh = _mm512_broadcast_i64x4(Load256(p + 128 + 32 * h));
-        const __m512i nib[2] = {_mm512_and_si512(ql, low4),
-                                _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4)};
+        const __m512i qh =
+            _mm512_srlv_epi16(_mm512_broadcast_i64x4(Load256(p + 128 + 32 * h)), shift01);
+        // u = nibble | high bits << 4 (ternary logic 0xF8: a | (b & c))
+        const __m512i lo_nib = _mm512_and_si512(ql, low4);
+        const __m512i hi_nib = _mm512_and_si512(_mm512_srli_epi16(ql, 4), low4);
+        const __m512i u[2] = {
+            _mm512_ternarylogic_epi32(lo_nib, _mm512_slli_epi16(qh, 4), bits45, 0xF8),
+            _mm512_ternarylogic_epi32(hi_nib, qh, bits45, 0xF8)};
+        // pairs of products (maddubs: |2 * 63 * 127| fits int16) times their sub-block's scale
         for (int k = 0; k < 2; ++k) {
-          const __m512i high = _mm512_and_si512(_mm512_srlv_epi16(qh, k == 0 ? shift01 : shift23), three);
-          const __m512i u = _mm512_or_si512(nib[k], _mm512_slli_epi16(high, 4));
           const int v = 2 * h + k;
-          const __m512i dot = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a[v]);
-          sum = _mm512_add_epi32(sum, _mm512_madd_epi16(dot, _mm512_permutexvar_epi32(pick[v], sc)));
+          const __m512i pairs = _mm512_maddubs_epi16(u[k], a[v]);
+          const __m512i scale = _mm512_permutexvar_epi8(pick[v], sc);
+          sum = v == 0 ? _mm512_madd_epi16(pairs, scale) : _mm512_dpwssd_epi32(sum, pairs, scale);
         }
       }
       // minus 32 sum_s sc_s S_s (pairs of sub-blocks per int32 lane)
-      const __m256i corr = _mm256_madd_epi16(_mm256_cvtepi8_epi16(sc8), bsums);
+      const __m256i corr = _mm256_madd_epi16(sc16, bsums);
       parts[i] = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
     }
     const auto [lo, hi] = ReduceBlockPairs(parts);
