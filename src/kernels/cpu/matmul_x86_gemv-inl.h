@@ -162,18 +162,21 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
 
 // A vpermb index whose int32 lane j reads int16 number source(j) of a register (its bytes
 // 2 source(j), 2 source(j) + 1) into both of its int16 halves, for madd / dpwssd with int16 pairs.
-template <typename Source>
+// With kBytes, it reads byte source(j) into the low byte of both halves instead (for
+// _mm512_maskz_permutexvar_epi8 with kLowBytes, which zeroes the high bytes: unsigned bytes).
+template <bool kBytes = false, typename Source>
 HWY_INLINE __m512i PickInt16(Source source) {
   alignas(64) uint8_t idx[64];
   for (int j = 0; j < 16; ++j) {
     const int s = source(j);
     for (int h = 0; h < 2; ++h) {
-      idx[4 * j + 2 * h] = static_cast<uint8_t>(2 * s);
-      idx[4 * j + 2 * h + 1] = static_cast<uint8_t>(2 * s + 1);
+      idx[4 * j + 2 * h] = static_cast<uint8_t>(kBytes ? s : 2 * s);
+      idx[4 * j + 2 * h + 1] = static_cast<uint8_t>(kBytes ? s : 2 * s + 1);
     }
   }
   return _mm512_load_si512(idx);
 }
+inline constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
 
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t row_bytes,
                                                   int num_rows, int64_t blocks, const int8_t* q,
@@ -189,9 +192,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   __m512i pick[4];  // register k: lanes 0-7 its first sub-block's scale, 8-15 its second's
   for (int k = 0; k < 4; ++k) {
     const int first = 4 * (k / 2) + k % 2;
-    pick[k] = PickInt16([first](int j) { return j < 8 ? first : first + 2; });
+    pick[k] = PickInt16<true>([first](int j) { return j < 8 ? first : first + 2; });
   }
-  const __m512i pick_mins = PickInt16([](int j) { return j; });  // lanes 8-15: min j - 8
+  const __m512i pick_mins = PickInt16<true>([](int j) { return j; });  // lanes 8-15: min j - 8
   __m512 acc = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     const int8_t* ab = q + 256 * b;
@@ -207,7 +210,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
       PrefetchNextTile<3>(p, row_bytes);  // 144 bytes per step (the next block's covers the rest)
-      const __m512i sm = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(Q4KScalesMins(p + 4)));
+      const __m512i sm = _mm512_castsi128_si512(Q4KScalesMins(p + 4));
       const __m512i w0 = _mm512_loadu_si512(p + 16), w1 = _mm512_loadu_si512(p + 80);
       const __m512i nib[4] = {_mm512_and_si512(w0, low4),
                               _mm512_and_si512(_mm512_srli_epi16(w0, 4), low4),
@@ -216,16 +219,16 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
       // Pairs of products (maddubs: |2 * 15 * 127| fits int16) times the scale of their
       // sub-block, summed into int32 lanes.
       __m512i sum = _mm512_madd_epi16(_mm512_maddubs_epi16(nib[0], a[0]),
-                                      _mm512_permutexvar_epi8(pick[0], sm));
+                                      _mm512_maskz_permutexvar_epi8(kLowBytes, pick[0], sm));
       for (int k = 1; k < 4; ++k) {
         sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(nib[k], a[k]),
-                                  _mm512_permutexvar_epi8(pick[k], sm));
+                                  _mm512_maskz_permutexvar_epi8(kLowBytes, pick[k], sm));
       }
-      const __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sum),
-                                              _mm512_extracti64x4_epi64(sum, 1));
-      // Lanes 0-7 of s are zero, so the I partials stay alone there.
-      parts[i] = _mm512_dpwssd_epi32(_mm512_zextsi256_si512(folded), s,
-                                     _mm512_permutexvar_epi8(pick_mins, sm));
+      // Lanes 0-7: the I partials folded (sum plus its halves swapped); 8-15: m_j S_j.
+      const __m512i mins = _mm512_madd_epi16(
+          s, _mm512_maskz_permutexvar_epi8(kLowBytes, pick_mins, sm));
+      parts[i] = _mm512_mask_add_epi32(mins, 0x00FF, sum,
+                                       _mm512_shuffle_i64x2(sum, sum, _MM_SHUFFLE(1, 0, 3, 2)));
     }
     const auto [ints, mins] = ReduceBlockPairs(parts);
     const __m512 xv = _mm512_set1_ps(dx[b]);

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/rope_yarn.h"
@@ -20,26 +21,79 @@ void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
   RopeQk(params, x, num_heads, nullptr, 0, pos);
 }
 
+namespace {
+
+// cos and sin (times the magnitude) of every pair's angle at one position, and what they were
+// computed for. Every layer of a decode step turns its q and k at the same position with the
+// same parameters (or two sets: gemma3's local and global layers), so each thread keeps the
+// last one and recomputes only when the position or a parameter the angles use changes.
+struct RopeAngles {
+  RopeParams params;
+  std::vector<float> factors;  // a copy of params.freq_factors' values (the pointer may be reused)
+  int32_t pos = -1;
+  std::vector<float> cos, sin;
+
+  bool Matches(const RopeParams& p, int32_t at) const {
+    return pos == at && params.rope_dim == p.rope_dim && params.freq_base == p.freq_base &&
+           params.linear_scale == p.linear_scale && params.attn_factor == p.attn_factor &&
+           params.yarn.factor == p.yarn.factor && params.yarn.orig_ctx == p.yarn.orig_ctx &&
+           params.yarn.beta_fast == p.yarn.beta_fast &&
+           params.yarn.beta_slow == p.yarn.beta_slow &&
+           (p.freq_factors == nullptr) == (params.freq_factors == nullptr) &&
+           (p.freq_factors == nullptr ||  // same rope_dim: rope_dim / 2 values each
+            std::equal(factors.begin(), factors.end(), p.freq_factors));
+  }
+
+  void Compute(const RopeParams& p, int32_t at) {
+    params = p;
+    pos = at;
+    factors.clear();
+    if (p.freq_factors != nullptr) factors.assign(p.freq_factors, p.freq_factors + p.rope_dim / 2);
+    const int half = p.rope_dim / 2;
+    cos.resize(half);
+    sin.resize(half);
+    const double scaled_pos = static_cast<double>(at) / p.linear_scale;
+    const bool yarn = p.yarn.factor > 1.0;
+    const double magnitude =
+        yarn ? p.attn_factor * (1.0 + 0.1 * std::log(p.yarn.factor)) : p.attn_factor;
+    const YarnRamp ramp = yarn ? MakeYarnRamp(p.yarn, p.rope_dim, p.freq_base) : YarnRamp{};
+    for (int i = 0; i < half; ++i) {
+      const double inv_freq = std::pow(p.freq_base, -2.0 * i / static_cast<double>(p.rope_dim));
+      double theta = scaled_pos * inv_freq;
+      if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
+      if (yarn) theta = YarnTheta(p.yarn, ramp, i, theta);
+      cos[i] = static_cast<float>(std::cos(theta) * magnitude);
+      sin[i] = static_cast<float>(std::sin(theta) * magnitude);
+    }
+  }
+};
+
+// The angles of (params, pos), from this thread's last ones when they match.
+const RopeAngles& AnglesOf(const RopeParams& params, int32_t pos) {
+  // Two entries: a model with local and global layers alternates two sets per step.
+  thread_local RopeAngles cache[2];
+  thread_local int next = 0;
+  for (const RopeAngles& a : cache) {
+    if (a.Matches(params, pos)) return a;
+  }
+  RopeAngles& slot = cache[next];
+  next ^= 1;
+  slot.Compute(params, pos);
+  return slot;
+}
+
+}  // namespace
+
 void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
             int32_t pos) {
   DCHECK(params.rope_dim % 2 == 0 && params.rope_dim <= params.head_dim);
   const int half = params.rope_dim / 2;
-  const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
+  const RopeAngles& angles = AnglesOf(params, pos);
   // Pair i's two indices within a head.
   const bool neox = params.style == RopeStyle::kNeox;
-  const bool yarn = params.yarn.factor > 1.0;
-  const double magnitude =
-      yarn ? params.attn_factor * (1.0 + 0.1 * std::log(params.yarn.factor)) : params.attn_factor;
-  const YarnRamp ramp =
-      yarn ? MakeYarnRamp(params.yarn, params.rope_dim, params.freq_base) : YarnRamp{};
   for (int i = 0; i < half; ++i) {
-    const double inv_freq =
-        std::pow(params.freq_base, -2.0 * i / static_cast<double>(params.rope_dim));
-    double theta = scaled_pos * inv_freq;
-    if (params.freq_factors != nullptr) theta /= params.freq_factors[i];
-    if (yarn) theta = YarnTheta(params.yarn, ramp, i, theta);
-    const float c = static_cast<float>(std::cos(theta) * magnitude);
-    const float s = static_cast<float>(std::sin(theta) * magnitude);
+    const float c = angles.cos[i];
+    const float s = angles.sin[i];
     const int a = neox ? i : 2 * i;
     const int b = neox ? i + half : 2 * i + 1;
     for (int h = 0; h < num_heads + num_kv_heads; ++h) {

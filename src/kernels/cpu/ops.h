@@ -50,7 +50,8 @@ struct RopeParams {
 };
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos);
 // Rope of q's num_heads and then k's num_kv_heads at one position: the same as two Rope calls,
-// with the angles computed once.
+// with the angles computed once (and reused by the next call on this thread at the same
+// position and parameters: the other layers of a decode step). Thread-safe.
 void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
             int32_t pos);
 
