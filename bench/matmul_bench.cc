@@ -31,7 +31,7 @@ using tensor::DType;
 constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
                             DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
                             DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
-                            DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS};
+                            DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 int BenchThreads() {
   const char* env = std::getenv("KVSERVE_BENCH_THREADS");
@@ -113,6 +113,12 @@ void MatMulArgs(benchmark::internal::Benchmark* b) {
       for (int n : {1, 16, 512}) b->Args({t, rows, cols, n});
 }
 BENCHMARK(BM_MatMul)->Apply(MatMulArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+// gpt-oss small's experts (MXFP4, 512 x 1024 and 1024 x 512) with the few tokens a mixture of
+// experts' decode step gives each expert.
+BENCHMARK(BM_MatMul)
+    ->ArgsProduct({{15}, {512, 1024}, {1024}, {1, 2, 3, 4, 6, 8, 16}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
 
 // All matmuls of the 110m preset, one forward of n tokens.
 void BM_Model110m(benchmark::State& state) {

@@ -291,10 +291,15 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
                   << "threads " << threads << " row " << r << ": " << got[r] << " vs " << want[r];
             }
           }
-          std::vector<float> batch = RandomActivations(20, cols, ++seed);
-          std::copy(x.begin(), x.end(), batch.begin() + 7 * cols);
-          std::vector<float> y = RunMatMul(w.matrix, batch, 20, 2);
-          for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(y[7 * rows + r], want[r])) << r;
+          // A batch past the token tiles and a few tokens (MXFP4 rows up to 15: two passes at 12).
+          for (auto [n, at] : {std::pair<int64_t, int64_t>{20, 7}, {6, 4}, {12, 9}}) {
+            std::vector<float> batch = RandomActivations(n, cols, ++seed);
+            std::copy(x.begin(), x.end(), batch.begin() + at * cols);
+            std::vector<float> y = RunMatMul(w.matrix, batch, n, 2);
+            for (int64_t r = 0; r < rows; ++r) {
+              ASSERT_TRUE(BitEqual(y[at * rows + r], want[r])) << "n " << n << " row " << r;
+            }
+          }
         }
       }
     }

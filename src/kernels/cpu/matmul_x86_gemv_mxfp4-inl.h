@@ -16,6 +16,9 @@
 //   ReduceBlockPairs turns the 16 rows' registers into I_b + 128 S_b with lane i = row i; the
 //   rows' scale bytes are gathered and widened to 2^(e - 128) exactly (subnormal for e < 2, as
 //   tensor::Mxfp4Scale), and acc = fma(d_b * dx_b, float(I_b), acc): the scheme's f32 chain.
+// A few tokens (a mixture of experts' batched step: 1-3 per expert at 16 sequences) take
+// GemvTileMxfp4Lanes instead, which gathers the rows' nibble words so that lane i = row i from
+// the start: each token then costs 8 dpbusd per block and no reduction.
 
 // The 16 rows' d_b = 2^(e - 128) for the scale bytes at block0 + each row's offset.
 KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherMxfp4Scales(const GemvRowSet& set,
@@ -28,13 +31,17 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherMxfp4Scales(const GemvRowSet& set,
   return _mm512_castsi512_ps(_mm512_mask_blend_epi32(tiny, normal, subnormal));
 }
 
-// y[i] for rows i < num_rows of the 16 MXFP4 rows from row0 (row_bytes apart), one token: q the
-// activation codes, dx the block scales, sums the code sums of each 16 (matmul.h).
+// y[t * y_stride + i] for rows i < num_rows of the 16 MXFP4 rows from row0 (row_bytes apart)
+// and T tokens: q, dx, sums the first token's activation codes, block scales and code sums of
+// each 16 (matmul.h), the next token's `cols` codes further on. A block pair's values are formed
+// once for the T tokens; each token then takes its own dpbusd, reduction and fma chain.
+template <int T>
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t row_bytes,
-                                                    int num_rows, int64_t blocks,
-                                                    const int8_t* q, const float* dx,
-                                                    const int16_t* sums, float* y) {
+                                                    int num_rows, int64_t cols, const int8_t* q,
+                                                    const float* dx, const int16_t* sums,
+                                                    float* y, int64_t y_stride) {
   constexpr int64_t kBytes = 17;  // e, then 16 bytes of nibbles
+  const int64_t blocks = cols / 32;
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
   alignas(64) uint8_t arrange[64], table[64];
   for (int j = 0; j < 64; ++j) {
@@ -46,53 +53,139 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t
   // 16-bit shift counts: 128-bit lanes 1 and 3 take the high nibbles.
   const __m512i shift = _mm512_set_epi64(0x0004000400040004, 0x0004000400040004, 0, 0,
                                          0x0004000400040004, 0x0004000400040004, 0, 0);
-  __m512 acc = _mm512_setzero_ps();
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
   auto values = [&](const uint8_t* p, __mmask64 bytes) HWY_ATTR {
     const __m512i raw = _mm512_maskz_loadu_epi8(bytes, p);
     const __m512i nibbles = _mm512_srlv_epi16(_mm512_permutexvar_epi8(arrange_v, raw), shift);
     return _mm512_permutexvar_epi8(nibbles, table_v);  // u = q + 128
   };
-  auto finish = [&](int64_t b, __m512i ints) HWY_ATTR {
-    const int32_t block_sum = int32_t{sums[2 * b]} + sums[2 * b + 1];
+  auto finish = [&](int t, int64_t b, __m512 d, __m512i ints) HWY_ATTR {
+    const int16_t* s = sums + t * (cols / 16);
+    const int32_t block_sum = int32_t{s[2 * b]} + s[2 * b + 1];
     ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(128 * block_sum));
-    const __m512 d = GatherMxfp4Scales(set, row0 + kBytes * b);
-    acc = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[b])), _mm512_cvtepi32_ps(ints), acc);
+    acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[t * blocks + b])),
+                             _mm512_cvtepi32_ps(ints), acc[t]);
   };
   int64_t b = 0;
   for (; b + 2 <= blocks; b += 2) {
-    const __m512i a = _mm512_loadu_si512(q + 32 * b);
-    __m512i dots[kGemvRows];
+    __m512i u[kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
       PrefetchNextTile<1>(p, row_bytes);  // 34 bytes per step
-      dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), values(p, (1ull << 34) - 1), a);
+      u[i] = values(p, (1ull << 34) - 1);
     }
-    const auto [first, second] = ReduceBlockPairs(dots);
-    finish(b, first);
-    finish(b + 1, second);
+    const __m512 d0 = GatherMxfp4Scales(set, row0 + kBytes * b);
+    const __m512 d1 = GatherMxfp4Scales(set, row0 + kBytes * (b + 1));
+    for (int t = 0; t < T; ++t) {
+      const __m512i a = _mm512_loadu_si512(q + t * cols + 32 * b);
+      __m512i dots[kGemvRows];
+      for (int i = 0; i < kGemvRows; ++i) dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], a);
+      const auto [first, second] = ReduceBlockPairs(dots);
+      finish(t, b, d0, first);
+      finish(t, b + 1, d1, second);
+    }
   }
   if (b < blocks) {  // an odd last block: the upper half's codes are zero
-    const __m512i a = _mm512_zextsi256_si512(Load256(reinterpret_cast<const uint8_t*>(q + 32 * b)));
-    __m512i dots[kGemvRows];
-    for (int i = 0; i < kGemvRows; ++i) {
-      const __m512i u = values(set.rows[i] + kBytes * b, (1ull << 17) - 1);
-      dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u, a);
+    __m512i u[kGemvRows];
+    for (int i = 0; i < kGemvRows; ++i) u[i] = values(set.rows[i] + kBytes * b, (1ull << 17) - 1);
+    const __m512 d = GatherMxfp4Scales(set, row0 + kBytes * b);
+    for (int t = 0; t < T; ++t) {
+      const __m512i a = _mm512_zextsi256_si512(
+          Load256(reinterpret_cast<const uint8_t*>(q + t * cols + 32 * b)));
+      __m512i dots[kGemvRows];
+      for (int i = 0; i < kGemvRows; ++i) dots[i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), u[i], a);
+      finish(t, b, d, ReduceBlockPairs(dots).first);
     }
-    finish(b, ReduceBlockPairs(dots).first);
   }
-  _mm512_mask_storeu_ps(y, static_cast<__mmask16>((1u << num_rows) - 1), acc);
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + t * y_stride, static_cast<__mmask16>((1u << num_rows) - 1), acc[t]);
+  }
 }
 
-// Rows [row_begin, row_end) of an MXFP4 matrix for one token, 16 rows at a time.
+// y[t * y_stride + i] as GemvTileMxfp4 for 2 <= T <= 8 tokens, with lane i = row i from the
+// start, so no reduction per token: per block, four gathers bring the 16 rows' nibble words
+// 4g .. 4g + 3 (g < 4) into one register each; their low nibbles (values 4g .. 4g + 3) and high
+// nibbles (16 + 4g ..) become u = q + 128 by the vpermb lookup, and each token adds, per
+// register, its 4 codes broadcast (dpbusd): 8 dpbusd give I_b + 128 S_b in lane i = row i.
+template <int T>
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, int64_t row_bytes,
+                                                         int num_rows, int64_t cols,
+                                                         const int8_t* q, const float* dx,
+                                                         const int16_t* sums, float* y,
+                                                         int64_t y_stride) {
+  constexpr int64_t kBytes = 17;
+  const int64_t blocks = cols / 32;
+  const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  alignas(64) uint8_t table[64];
+  for (int j = 0; j < 64; ++j) table[j] = static_cast<uint8_t>(tensor::kMxfp4Values[j % 16] + 128);
+  const __m512i table_v = _mm512_load_si512(table);
+  __m512 acc[T];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* block0 = row0 + kBytes * b;
+    if (b % 2 == 0) {
+      for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<1>(set.rows[i] + kBytes * b, row_bytes);
+    }
+    __m512i u[8];  // u[g]: values 4g .. 4g + 3, u[4 + g]: values 16 + 4g .., of row i in lane i
+    for (int g = 0; g < 4; ++g) {
+      const __m512i raw = _mm512_i32gather_epi32(set.offsets, block0 + 1 + 4 * g, 1);
+      u[g] = _mm512_permutexvar_epi8(raw, table_v);
+      u[4 + g] = _mm512_permutexvar_epi8(_mm512_srli_epi32(raw, 4), table_v);
+    }
+    const __m512 d = GatherMxfp4Scales(set, block0);
+    for (int t = 0; t < T; ++t) {
+      const int8_t* a = q + t * cols + 32 * b;
+      __m512i ints = _mm512_setzero_si512();
+      for (int g = 0; g < 8; ++g) {
+        int32_t codes;
+        std::memcpy(&codes, a + (g < 4 ? 4 * g : 16 + 4 * (g - 4)), 4);
+        ints = _mm512_dpbusd_epi32(ints, u[g], _mm512_set1_epi32(codes));
+      }
+      const int16_t* s = sums + t * (cols / 16);
+      ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(128 * (int32_t{s[2 * b]} + s[2 * b + 1])));
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[t * blocks + b])),
+                               _mm512_cvtepi32_ps(ints), acc[t]);
+    }
+  }
+  for (int t = 0; t < T; ++t) {
+    _mm512_mask_storeu_ps(y + t * y_stride, static_cast<__mmask16>((1u << num_rows) - 1), acc[t]);
+  }
+}
+
+// Tokens per pass of GemvRowsMxfp4 over a 16-row tile.
+inline constexpr int64_t kGemvMxfp4PassTokens = 8;
+// Batches of at most this many tokens take GemvRowsMxfp4: a mixture of experts' decode step gives
+// each expert a few tokens, and below AMX's 16 these rows beat the row tiles (matmul_bench,
+// gpt-oss small's experts, one thread: 1.5x at 2 tokens, 1.7-1.8x at 6-8; 8 tokens cost 3x one).
+inline constexpr int64_t kGemvMxfp4MaxTokens = 15;
+
+// y[t, r] for rows [row_begin, row_end) and tokens [t_begin, t_end) of an MXFP4 matrix, 16 rows
+// at a time: one token by GemvTileMxfp4, more by GemvTileMxfp4Lanes, up to kGemvMxfp4PassTokens
+// per pass (the tile stays in L1 between passes).
 KVSERVE_MATMUL_VNNI inline void GemvRowsMxfp4(const WeightMatrix& w,
                                               const internal::QuantActivations& act, float* y,
-                                              int64_t row_begin, int64_t row_end) {
-  const int64_t row_bytes = tensor::RowBytes(tensor::DType::kMXFP4, w.cols);
-  const int64_t blocks = w.cols / 32;
+                                              int64_t row_begin, int64_t row_end, int64_t t_begin,
+                                              int64_t t_end) {
+  const int64_t cols = w.cols;
+  const int64_t row_bytes = tensor::RowBytes(tensor::DType::kMXFP4, cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
   for (int64_t r = row_begin; r < row_end; r += kGemvRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kGemvRows, row_end - r));
-    GemvTileMxfp4(base + r * row_bytes, row_bytes, num_rows, blocks, act.q, act.d, act.sums,
-                  y + r);
+    for (int64_t t = t_begin; t < t_end; t += kGemvMxfp4PassTokens) {
+      const int64_t count = std::min<int64_t>(kGemvMxfp4PassTokens, t_end - t);
+      const int8_t* q = act.q + t * cols;
+      const float* dx = act.d + t * (cols / 32);
+      const int16_t* sums = act.sums + t * (cols / 16);
+      float* yt = y + t * w.rows + r;
+      using Tile = void (*)(const uint8_t*, int64_t, int, int64_t, const int8_t*, const float*,
+                            const int16_t*, float*, int64_t);
+      static constexpr Tile kTiles[kGemvMxfp4PassTokens] = {
+          &GemvTileMxfp4<1>,      &GemvTileMxfp4Lanes<2>, &GemvTileMxfp4Lanes<3>,
+          &GemvTileMxfp4Lanes<4>, &GemvTileMxfp4Lanes<5>, &GemvTileMxfp4Lanes<6>,
+          &GemvTileMxfp4Lanes<7>, &GemvTileMxfp4Lanes<8>};
+      Tile tile = kTiles[count - 1];
+      tile(base + r * row_bytes, row_bytes, num_rows, cols, q, dx, sums, yt, w.rows);
+    }
   }
 }

@@ -477,8 +477,8 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 // time (a short last tile computes the missing rows from stale data and discards them), then
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
 // kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
-// and single tokens (decode) of Q8_0, Q4_K and Q6_K to GemvRows (MXFP4 to GemvRowsMxfp4), which
-// read the blocks in place.
+// single tokens (decode) of Q8_0, Q4_K and Q6_K to GemvRows and MXFP4 batches of up to
+// kGemvMxfp4MaxTokens to GemvRowsMxfp4, which read the blocks in place.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -490,7 +490,7 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
     if (n == 1) return GemvRows<kType>(w, act, y, row_begin, row_end);
   }
   if constexpr (kType == tensor::DType::kMXFP4) {
-    if (n == 1) return GemvRowsMxfp4(w, act, y, row_begin, row_end);
+    if (n <= kGemvMxfp4MaxTokens) return GemvRowsMxfp4(w, act, y, row_begin, row_end, t_begin, t_end);
   }
 #endif
   const int64_t cols = w.cols;
