@@ -83,6 +83,14 @@ DenseModel::DenseModel(std::shared_ptr<const gguf::GgufFile> file, ModelConfig c
     if (c.attn_sinks) shape.sinks = BindVector(*file_, fmt::format("blk.{}.attn_sinks.weight", l));
     shapes_.push_back(shape);
     ropes_.push_back(RopeOf(c, *file_, l, *options_.max_context_tokens));
+    int table = static_cast<int>(rope_tables_.size());
+    for (int64_t e = 0; e < l; ++e) {
+      if (kernels::SameRopeAngles(ropes_[e], ropes_[l])) table = rope_table_of_layer_[e];
+    }
+    if (table == static_cast<int>(rope_tables_.size())) {
+      rope_tables_.emplace_back(static_cast<size_t>(options_.max_batch_tokens * c.rope_dim));
+    }
+    rope_table_of_layer_.push_back(table);
   }
   BindLayers();
   if (c.moe) moe_buffers_ = std::make_unique<MoeBuffers>(options_.max_batch_tokens, c.dim, *c.moe);
@@ -122,10 +130,17 @@ void DenseModel::Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool
   for (int g = 0; g < num_groups_; ++g) AttentionSequencesOf(batch, rows_, g, seqs_[g]);
   const float eps = config_.rms_norm_eps;
   Embed(token_embd_, rows_, act_.x.data(), pool, config_.embedding_scale);
+  // Each table from the first layer using it (tables are numbered in order of first use).
+  for (int l = 0, next = 0; l < config_.num_layers; ++l) {
+    if (rope_table_of_layer_[l] != next) continue;
+    RopeAnglesRows(ropes_[l], rows_, rope_tables_[next++].data(), pool);
+  }
   for (int l = 0; l < config_.num_layers; ++l) {
     const int g = group_of_layer_[l];
-    AttentionBlock({&attention_[l], &shapes_[l], &ropes_[l], eps, &kv.paged[g], l}, rows_, seqs_[g],
-                   act_, attention_buffers_, *attention_scratch_, matmul_scratch_, pool);
+    AttentionBlock({&attention_[l], &shapes_[l], &ropes_[l], eps, &kv.paged[g], l,
+                    rope_tables_[rope_table_of_layer_[l]].data()},
+                   rows_, seqs_[g], act_, attention_buffers_, *attention_scratch_, matmul_scratch_,
+                   pool);
     if (config_.moe) {
       MoeFfnBlock(moe_[l], *config_.moe, eps, rows_.num_tokens, act_, *moe_buffers_,
                   matmul_scratch_, pool);

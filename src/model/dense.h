@@ -59,6 +59,10 @@ class DenseModel final : public Model {
   std::vector<kernels::RopeParams> ropes_;       // (layers)
   std::vector<int> group_of_layer_;              // (layers)
   int num_groups_ = 1;
+  // Rotary angles per step, computed once for every layer that shares them: table
+  // rope_table_of_layer_[l] of rope_tables_ (each (T, rope_dim): RopeAnglesRows).
+  std::vector<int> rope_table_of_layer_;        // (layers)
+  std::vector<std::vector<float>> rope_tables_;  // (distinct angle sets)
 
   // Weights, pointing into file_'s mapping.
   kernels::WeightMatrix token_embd_;         // (vocab, dim)

@@ -128,9 +128,9 @@ void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations&
     kernels::MatMul(w.qkv, act.xb.data(), n, buf.qkv.data(), pool, scratch);
     SplitQkv(buf, n, q_row, kv_row, pool);
   } else {
-    kernels::MatMul(w.q, act.xb.data(), n, buf.q.data(), pool, scratch);
-    kernels::MatMul(w.k, act.xb.data(), n, buf.k.data(), pool, scratch);
-    kernels::MatMul(w.v, act.xb.data(), n, buf.v.data(), pool, scratch);
+    const kernels::MatMulOutput qkv[] = {{&w.q, buf.q.data()}, {&w.k, buf.k.data()},
+                                         {&w.v, buf.v.data()}};
+    kernels::MatMulMany(qkv, act.xb.data(), n, pool, scratch);
   }
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
@@ -149,12 +149,31 @@ void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations&
           kernels::RmsNorm(k + h * hd, w.k_norm, k + h * hd, hd, layer.eps);
         }
       }
-      kernels::RopeQk(*layer.rope, q, shape.num_heads, k, shape.num_kv_heads, rows.positions[t]);
+      const kernels::RopeParams& rope = *layer.rope;
+      float own[kernels::kMaxRopeDim];
+      const float* angles = own;
+      if (layer.rope_angles != nullptr) {
+        angles = layer.rope_angles + t * rope.rope_dim;
+      } else {
+        CHECK_LE(rope.rope_dim, kernels::kMaxRopeDim);
+        kernels::RopeAngles(rope, rows.positions[t], own);
+      }
+      kernels::RopeWith(rope, angles, q, shape.num_heads);
+      kernels::RopeWith(rope, angles, k, shape.num_kv_heads);
     }
   });
 }
 
 }  // namespace
+
+void RopeAnglesRows(const kernels::RopeParams& rope, const TokenRows& rows, float* table,
+                    ThreadPool& pool) {
+  pool.ParallelFor(rows.num_tokens, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {
+      kernels::RopeAngles(rope, rows.positions[t], table + t * rope.rope_dim);
+    }
+  });
+}
 
 AttentionWeights BindAttention(const gguf::GgufFile& file, int layer, const ModelConfig& c) {
   const std::string p = fmt::format("blk.{}.", layer);
@@ -239,8 +258,8 @@ void GatedFfnBlock(const FfnWeights& w, float eps, int64_t n, Activations& act,
   if (w.fused_gate_up) {
     kernels::MatMul(w.up, act.xb.data(), n, act.gate_up.data(), pool, scratch);
   } else {
-    kernels::MatMul(w.gate, act.xb.data(), n, act.gate.data(), pool, scratch);
-    kernels::MatMul(w.up, act.xb.data(), n, act.up.data(), pool, scratch);
+    const kernels::MatMulOutput gate_up[] = {{&w.gate, act.gate.data()}, {&w.up, act.up.data()}};
+    kernels::MatMulMany(gate_up, act.xb.data(), n, pool, scratch);
   }
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {

@@ -130,7 +130,14 @@ struct AttentionLayer {
   float eps = 1e-5f;
   const tensor::PagedKvView* kv = nullptr;  // the layer's group
   int kv_layer = 0;                         // the layer's index in that view
+  // The step's rotary angles by RopeAnglesRows for `rope` (T, rope_dim), or null: computed per
+  // row here.
+  const float* rope_angles = nullptr;
 };
+// table[t * rope_dim ..] = kernels::RopeAngles(rope, rows.positions[t]) for every row t.
+void RopeAnglesRows(const kernels::RopeParams& rope, const TokenRows& rows, float* table,
+                    ThreadPool& pool);
+
 void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
                     std::span<const kernels::AttentionSequence> seqs, Activations& act,
                     AttentionBuffers& buf, kernels::AttentionScratch& attention_scratch,

@@ -226,27 +226,61 @@ TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
 }
 
 // Batches on a CPU with AMX run the AMX int8 tiles; they give the bits of the portable scheme
-// and of the AVX-512 VNNI tiles (AMX switched off), for partial row tiles and odd token groups.
+// and of the AVX-512 VNNI tiles (AMX switched off), for partial row tiles and odd token groups,
+// and for the 32-value formats 1, 2 and 13 blocks (the tiles' two-block pipeline and its ends).
 TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
   uint32_t seed = 1300;
   for (DType dtype : kAllTypes) {
     if (!IsQuant(dtype)) continue;
+    const std::vector<int64_t> widths = IsK(dtype) ? std::vector<int64_t>{768}
+                                                   : std::vector<int64_t>{32, 64, 416};
     for (int64_t n : {16, 33, 70}) {
-      const int64_t rows = 45, cols = IsK(dtype) ? 768 : 416;
-      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n));
-      TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
-      std::vector<float> x = RandomActivations(n, cols, ++seed);
-      std::vector<float> want(static_cast<size_t>(n * rows));
-      MatMulPortable(w.matrix, x.data(), n, want.data());
-      std::vector<float> amx = RunMatMul(w.matrix, x, n, 2);
-      internal::SetAmxForTest(false);
-      std::vector<float> vnni = RunMatMul(w.matrix, x, n, 2);
-      internal::SetAmxForTest(true);
-      for (size_t i = 0; i < want.size(); ++i) {
-        ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
-        ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i;
+      for (int64_t cols : widths) {
+        const int64_t rows = 45;
+        SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n) +
+                     " cols=" + std::to_string(cols));
+        TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+        std::vector<float> x = RandomActivations(n, cols, ++seed);
+        std::vector<float> want(static_cast<size_t>(n * rows));
+        MatMulPortable(w.matrix, x.data(), n, want.data());
+        std::vector<float> amx = RunMatMul(w.matrix, x, n, 2);
+        internal::SetAmxForTest(false);
+        std::vector<float> vnni = RunMatMul(w.matrix, x, n, 2);
+        internal::SetAmxForTest(true);
+        for (size_t i = 0; i < want.size(); ++i) {
+          ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
+          ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i;
+        }
       }
+    }
+  }
+}
+
+// MatMulMany (one quantization of x for consecutive weights that share it) gives each output
+// the bits of its own MatMul, for runs of formats that share the activation quantization and
+// runs that do not (32-value formats with and without a min term, K formats, floats), on the
+// single-token, token-group and AMX paths.
+TEST(MatMulTest, ManyOutputsBitIdenticalToSeparateCalls) {
+  const DType kinds[] = {DType::kQ8_0, DType::kQ4_0, DType::kQ4_1, DType::kQ8_0, DType::kQ4_K,
+                         DType::kQ6_K, DType::kF16,  DType::kQ5_1, DType::kQ4_K};
+  const int64_t cols = 512;
+  uint32_t seed = 2100;
+  std::vector<TestWeights> weights;
+  for (DType dtype : kinds) weights.push_back(MakeWeights(dtype, 37, cols, ++seed));
+  for (int64_t n : {1, 5, 20, 33}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    std::vector<float> x = RandomActivations(n, cols, ++seed);
+    std::vector<std::vector<float>> ys(weights.size(), std::vector<float>(n * 37, -1.0f));
+    std::vector<MatMulOutput> outputs;
+    for (size_t i = 0; i < weights.size(); ++i) outputs.push_back({&weights[i].matrix, ys[i].data()});
+    ThreadPool pool(2);
+    MatMulScratch scratch(n, cols);
+    MatMulMany(outputs, x.data(), n, pool, scratch);
+    for (size_t i = 0; i < weights.size(); ++i) {
+      SCOPED_TRACE(std::string(tensor::DTypeName(kinds[i])));
+      std::vector<float> want = RunMatMul(weights[i].matrix, x, n, 2);
+      for (size_t j = 0; j < want.size(); ++j) ASSERT_TRUE(BitEqual(ys[i][j], want[j])) << j;
     }
   }
 }

@@ -76,8 +76,17 @@ struct MatMulArgs {
   uint8_t* staging;              // token groups, or nullptr when the target reads none
   internal::TokenGroups groups;
   bool amx = false;              // QuantActivations::amx
+  bool sums_needed = true;       // the 32-value formats' code sums (QuantizeActivations)
   int64_t chunk = 0;             // rows per claim
   std::atomic<int64_t> next{0};  // first unclaimed row
+};
+
+// What PrepareActivations left in a scratch: the activations of x for weights with `cols`
+// columns and activation block `block`, with or without code sums and token groups.
+struct Prepared {
+  const float* x = nullptr;
+  int64_t n = 0, cols = 0, block = 0;
+  bool sums = false, staging = false, amx = false;
 };
 
 // Quantizes activation rows [begin, end) for weights of a's format (scheme of matmul.h).
@@ -92,7 +101,7 @@ void QuantizeActivations(const MatMulArgs& a, size_t begin, size_t end) {
       QuantizeActivationRowQ8K(a.x + t * cols, cols, q, d, sums);
     } else {
       HWY_DYNAMIC_DISPATCH(QuantizeRow)(a.x + t * cols, cols, q, d);
-      internal::SumActivationCodes(q, cols, sums);
+      if (a.sums_needed) internal::SumActivationCodes(q, cols, sums);
     }
   }
 }
@@ -163,39 +172,55 @@ void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d,
   HWY_DYNAMIC_DISPATCH(QuantizeRowQ8K)(x, cols, q, d, sums);
 }
 
-void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
-            MatMulScratch& scratch) {
-  if (n == 0 || w.rows == 0) return;
-  CHECK(MatMulSupports(w.dtype)) << "MatMul cannot read " << tensor::DTypeName(w.dtype);
-  CHECK_LE(n, scratch.max_tokens());
-  CHECK_LE(w.cols, scratch.max_cols());
-  CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
-  MatMulArgs args{&w, x, n, y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
-  if (tensor::IsIntegerQuant(w.dtype)) {
-    if (n < kParallelQuantizeTokens) {
-      QuantizeActivations(args, 0, static_cast<size_t>(n));
-    } else {
-      pool.ParallelFor(static_cast<size_t>(n), [a = &args](size_t begin, size_t end, int) {
-        QuantizeActivations(*a, begin, end);
-      });
-    }
-    const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)();
-    if (min_tokens > 0 && n >= min_tokens) {
-      args.staging = scratch.staging();
-      args.groups = {w.cols, internal::ActivationBlock(w.dtype), (n + 15) / 16};
-      args.amx = n >= kAmxMinTokens && internal::AmxUsable();
-      pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
-                       [a = &args](size_t begin, size_t end, int) {
-                         internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
-                                                   static_cast<int64_t>(begin),
-                                                   static_cast<int64_t>(end), a->staging);
-                       });
-    }
+namespace {
+
+// Quantizes x for w's format into the scratch (and its token groups where the target reads
+// them), unless `done` already holds exactly that; fills args' activation fields.
+void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scratch,
+                        Prepared& done) {
+  const WeightMatrix& w = *args.w;
+  const int64_t n = args.n;
+  const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)();
+  const int64_t block = internal::ActivationBlock(w.dtype);
+  args.amx = min_tokens > 0 && n >= kAmxMinTokens && internal::AmxUsable();
+  // The AMX tiles of the 32-value formats read the quantized rows in place, and the code sums
+  // only for a min term; every other token-group tile reads the interleaved copy.
+  const bool amx32 = args.amx && block == 32;
+  args.sums_needed = !amx32 || w.dtype == tensor::DType::kQ4_1 || w.dtype == tensor::DType::kQ5_1;
+  const bool staging = min_tokens > 0 && n >= min_tokens && !amx32;
+  if (staging) {
+    args.staging = scratch.staging();
+    args.groups = {w.cols, block, (n + 15) / 16};
   }
+  if (done.x == args.x && done.n == n && done.cols == w.cols && done.block == block &&
+      (done.sums || !args.sums_needed) && done.staging == staging && done.amx == args.amx) {
+    return;
+  }
+  if (n < kParallelQuantizeTokens) {
+    QuantizeActivations(args, 0, static_cast<size_t>(n));
+  } else {
+    pool.ParallelFor(static_cast<size_t>(n), [a = &args](size_t begin, size_t end, int) {
+      QuantizeActivations(*a, begin, end);
+    });
+  }
+  if (staging) {
+    pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
+                     [a = &args](size_t begin, size_t end, int) {
+                       internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
+                                                 static_cast<int64_t>(begin),
+                                                 static_cast<int64_t>(end), a->staging);
+                     });
+  }
+  done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};
+}
+
+// The rows of y = x W^T from prepared activations.
+void RunRows(MatMulArgs& args, ThreadPool& pool) {
   // Rows are claimed in chunks (about 8 per thread) rather than split once: a thread that
   // is descheduled or slower costs the others a chunk, not half the matrix. Every y[t, r] is
   // computed the same way whichever thread claims its row.
   const int64_t threads = pool.num_threads();
+  const WeightMatrix& w = *args.w;
   args.chunk =
       std::max<int64_t>(kRowGrain, (w.rows + threads * kChunksPerThread - 1) /
                                        (threads * kChunksPerThread) / kRowGrain * kRowGrain);
@@ -207,6 +232,34 @@ void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPo
       (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));
     }
   });
+}
+
+void CheckMatMul(const WeightMatrix& w, int64_t n, const MatMulScratch& scratch) {
+  CHECK(MatMulSupports(w.dtype)) << "MatMul cannot read " << tensor::DTypeName(w.dtype);
+  CHECK_LE(n, scratch.max_tokens());
+  CHECK_LE(w.cols, scratch.max_cols());
+  CHECK(tensor::IsValidRowLength(w.dtype, w.cols)) << "bad row length " << w.cols;
+}
+
+}  // namespace
+
+void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
+            MatMulScratch& scratch) {
+  const MatMulOutput out{&w, y};
+  MatMulMany({&out, 1}, x, n, pool, scratch);
+}
+
+void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
+                ThreadPool& pool, MatMulScratch& scratch) {
+  Prepared done;
+  for (const MatMulOutput& out : outputs) {
+    const WeightMatrix& w = *out.w;
+    if (n == 0 || w.rows == 0) continue;
+    CheckMatMul(w, n, scratch);
+    MatMulArgs args{&w, x, n, out.y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
+    if (tensor::IsIntegerQuant(w.dtype)) PrepareActivations(args, pool, scratch, done);
+    RunRows(args, pool);
+  }
 }
 
 void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y) {

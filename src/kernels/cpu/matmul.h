@@ -105,6 +105,18 @@ class MatMulScratch {
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
             MatMulScratch& scratch);
 
+// One product of MatMulMany: y = x W^T. y: (n, w->rows) f32; does not own either.
+struct MatMulOutput {
+  const WeightMatrix* w = nullptr;
+  float* y = nullptr;
+};
+
+// MatMul(*o.w, x, n, o.y) for every o in `outputs`, in order (the same bits), with x quantized
+// once for consecutive weights of the same columns and activation block (q, k and v of one
+// input; gate and up). The outputs must not overlap x.
+void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
+                ThreadPool& pool, MatMulScratch& scratch);
+
 // The same function computed by portable scalar code (one thread, no SIMD). Bit-identical
 // to MatMul by the contract above; used by tests as the oracle for that claim.
 void MatMulPortable(const WeightMatrix& w, const float* x, int64_t n, float* y);

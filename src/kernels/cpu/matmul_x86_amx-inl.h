@@ -1,12 +1,11 @@
-// AMX int8 tiles for the integer formats on batches. Textually included by
-// matmul_x86_quant-inl.h for the AVX3_DL target only (the tiles are used only when MatMul found
-// AMX usable at run time: QuantActivations::amx); see matmul.h for the scheme.
+// AMX int8 tiles for the K formats on batches (the 32-value formats: matmul_x86_amx32-inl.h).
+// Textually included by matmul_x86_quant-inl.h for the AVX3_DL target only (the tiles are used
+// only when MatMul found AMX usable at run time: QuantActivations::amx); see matmul.h for the
+// scheme.
 //
 // The scheme's exact block integers, formed by tdpbssd (int8 x int8 -> int32, exact): a tile C
 // of 16 weight rows x 16 tokens accumulates A (16 rows x K weight values, int8) times B (the
 // token group's codes, K / 4 rows of [16 tokens][4], exactly internal::TokenGroups' q layout).
-//   32-value formats (K = 32 = the block): A = the values as int8; I_b = C.
-//     M_b (Q4_1 / Q5_1) = S_b, the token's code sum of the block.
 //   K formats (K = 64, four steps per block of 256): the scaled value v = s_j q_i (|v| <= 4096)
 //     does not fit int8, so it is split exactly as v = 128 h + l, l = v & 127 in [0, 127] and
 //     h = v >> 7 in [-32, 32]: I_b = C_l + 128 C_h = sum_j s_j sum_{i in j} q_i a_i.
@@ -15,19 +14,15 @@
 // with the 16 tokens in the lanes, block after block, as the token-group tiles do.
 //
 // Tiles (no register renaming for tiles, so every load of a step goes to its own tile): C of
-// part p (value or l, h) and token group g in tmm(2 p + g), A of part p in tmm(4 + p), B of
-// group g in tmm(6 + g).
+// part p (l or h) and token group g in tmm(2 p + g), A of part p in tmm(4 + p), B of group g in
+// tmm(6 + g).
 
 #define KVSERVE_MATMUL_AMX \
   __attribute__((target(HWY_TARGET_STR ",avx512vnni,amx-tile,amx-int8")))
 
-// Parts of A per format: the value (32-value formats), or l and h (K formats).
-template <tensor::DType kType>
-inline constexpr int kAmxParts = QuantTraits<kType>::kK ? 2 : 1;
-
-// Values per tdpbssd step: the 32-value block, or 64 of a 256-value block.
-template <tensor::DType kType>
-inline constexpr int kAmxK = QuantTraits<kType>::kK ? 64 : 32;
+// Parts of A (l and h), and values per tdpbssd step (64 of a 256-value block).
+inline constexpr int kAmxParts = 2;
+inline constexpr int kAmxK = 64;
 
 // Values per min of the K formats with a min term (Q2_K: 16; Q4_K, Q5_K: 32), and the pairs of
 // mins per block that vpdpwssd takes.
@@ -44,17 +39,17 @@ struct alignas(64) AmxTileConfig {
   uint8_t rows[16] = {};
 };
 
-// Configures the calling thread's tiles for K values per step (layout in the file comment).
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure(int k) {
+// Configures the calling thread's tiles (layout in the file comment).
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure() {
   AmxTileConfig cfg;
   for (int t = 0; t < 8; ++t) {
-    cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? k / 4 : 16);
-    cfg.colsb[t] = static_cast<uint16_t>(t == 4 || t == 5 ? k : 64);
+    cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? kAmxK / 4 : 16);
+    cfg.colsb[t] = static_cast<uint16_t>(kAmxK);
   }
   _tile_loadconfig(&cfg);
 }
 
-// The A parts of one tile of 16 rows: parts [part][row][cols] int8, and for the K formats with
+// The A parts of one tile of 16 rows: parts [part][row][cols] int8, and for the formats with
 // a min term the mins in vpdpwssd pairs, mins [row][cols / 256 * kAmxMinPairs] int32 (low half
 // the first min). Per-thread buffers.
 struct AmxParts {
@@ -79,40 +74,32 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillParts(const DecodedRows& dec, int nu
   for (int i = 0; i < num_rows; ++i) {
     const uint8_t* vals = dec.vals + i * cols;
     int8_t* row = out.parts + i * cols;
-    if constexpr (!Traits::kK) {
-      const __m256i flip = _mm256_set1_epi8(static_cast<char>(0x80));  // u8 -> int8 value
-      for (int64_t c = 0; c < cols; c += 32) {
-        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vals + c));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + c), _mm256_xor_si256(v, flip));
-      }
-    } else {
-      const int16_t* sc = dec.sc16 + i * (cols / 16);
-      const __m512i offset = _mm512_set1_epi16(Traits::kOffset);
-      const __m512i low7 = _mm512_set1_epi16(127);
-      for (int64_t k = 0; k < cols / 16; k += 2) {
-        const __m512i u = _mm512_cvtepu8_epi16(
-            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vals + 16 * k)));
-        const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[k])),
-                                             _mm256_set1_epi16(sc[k + 1]), 1);
-        const __m512i v = _mm512_mullo_epi16(_mm512_sub_epi16(u, offset), s);
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * k),
-                            _mm512_cvtepi16_epi8(_mm512_and_si512(v, low7)));
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + part_stride + 16 * k),
-                            _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7)));
-      }
-      if constexpr (Traits::kHasMin) {
-        constexpr int kStep = kAmxMinSub<kType> / 16;  // 16-value groups per min
-        const int16_t* mn = dec.mn16 + i * (cols / 16);
-        int32_t* pairs = out.mins + i * (cols / 256 * kAmxMinPairs<kType>);
-        for (int64_t p = 0; p < cols / 256 * kAmxMinPairs<kType>; ++p) {
-          const uint32_t lo = static_cast<uint16_t>(mn[2 * kStep * p]);
-          const uint32_t hi = static_cast<uint16_t>(mn[2 * kStep * p + kStep]);
-          pairs[p] = static_cast<int32_t>(lo | hi << 16);
-        }
+    const int16_t* sc = dec.sc16 + i * (cols / 16);
+    const __m512i offset = _mm512_set1_epi16(Traits::kOffset);
+    const __m512i low7 = _mm512_set1_epi16(127);
+    for (int64_t k = 0; k < cols / 16; k += 2) {
+      const __m512i u = _mm512_cvtepu8_epi16(
+          _mm256_loadu_si256(reinterpret_cast<const __m256i*>(vals + 16 * k)));
+      const __m512i s = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi16(sc[k])),
+                                           _mm256_set1_epi16(sc[k + 1]), 1);
+      const __m512i v = _mm512_mullo_epi16(_mm512_sub_epi16(u, offset), s);
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + 16 * k),
+                          _mm512_cvtepi16_epi8(_mm512_and_si512(v, low7)));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(row + part_stride + 16 * k),
+                          _mm512_cvtepi16_epi8(_mm512_srai_epi16(v, 7)));
+    }
+    if constexpr (Traits::kHasMin) {
+      constexpr int kStep = kAmxMinSub<kType> / 16;  // 16-value groups per min
+      const int16_t* mn = dec.mn16 + i * (cols / 16);
+      int32_t* pairs = out.mins + i * (cols / 256 * kAmxMinPairs<kType>);
+      for (int64_t p = 0; p < cols / 256 * kAmxMinPairs<kType>; ++p) {
+        const uint32_t lo = static_cast<uint16_t>(mn[2 * kStep * p]);
+        const uint32_t hi = static_cast<uint16_t>(mn[2 * kStep * p + kStep]);
+        pairs[p] = static_cast<int32_t>(lo | hi << 16);
       }
     }
   }
-  for (int p = 0; p < kAmxParts<kType>; ++p) {
+  for (int p = 0; p < kAmxParts; ++p) {
     std::memset(out.parts + p * part_stride + num_rows * cols, 0,
                 static_cast<size_t>((16 - num_rows) * cols));
   }
@@ -135,50 +122,6 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxStep(const int8_t* a, int64_t part_stride,
     _tile_loadd(5, a + part_stride, cols);
     _tile_dpbssd(2, 5, 6);
     if constexpr (G == 2) _tile_dpbssd(3, 5, 7);
-  }
-}
-
-// One block of a 32-value format into the C tiles of `set` (0: tmm0-1 with A in tmm4; 1: tmm2-3
-// with A in tmm5).
-template <int G>
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxStep32(int set, const int8_t* a, int64_t cols,
-                                             const uint8_t* b0, const uint8_t* b1) {
-  if (set == 0) {
-    _tile_loadd(4, a, cols);
-    _tile_loadd(6, b0, 64);
-    _tile_dpbssd(0, 4, 6);
-    if constexpr (G == 2) {
-      _tile_loadd(7, b1, 64);
-      _tile_dpbssd(1, 4, 7);
-    }
-  } else {
-    _tile_loadd(5, a, cols);
-    _tile_loadd(6, b0, 64);
-    _tile_dpbssd(2, 5, 6);
-    if constexpr (G == 2) {
-      _tile_loadd(7, b1, 64);
-      _tile_dpbssd(3, 5, 7);
-    }
-  }
-}
-
-// Stores the C tiles of `set` (as AmxStep32) to c[group] and zeroes them.
-template <int G>
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxDrainSet(int set, int32_t (*c)[256]) {
-  if (set == 0) {
-    _tile_stored(0, c[0], 64);
-    _tile_zero(0);
-    if constexpr (G == 2) {
-      _tile_stored(1, c[1], 64);
-      _tile_zero(1);
-    }
-  } else {
-    _tile_stored(2, c[0], 64);
-    _tile_zero(2);
-    if constexpr (G == 2) {
-      _tile_stored(3, c[1], 64);
-      _tile_zero(3);
-    }
   }
 }
 
@@ -240,8 +183,9 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
                                              const uint8_t* staging, int64_t group, int64_t n,
                                              float* y, int64_t y_stride, int num_rows) {
   using Traits = QuantTraits<kType>;
-  constexpr int kParts = kAmxParts<kType>, kK = kAmxK<kType>;
-  constexpr bool kKMin = Traits::kK && Traits::kHasMin;
+  static_assert(Traits::kK, "32-value formats run AmxTokenTile");
+  constexpr int kParts = kAmxParts, kK = kAmxK;
+  constexpr bool kKMin = Traits::kHasMin;
   const int64_t blocks = cols / Traits::kBlock;
   const int64_t part_stride = 16 * cols;
   const uint8_t* q[2];
@@ -260,55 +204,30 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
   auto finish_block = [&](int64_t b) HWY_ATTR {
     for (int g = 0; g < G; ++g) {
       const __m512 xv = _mm512_loadu_ps(dx[g] + 16 * b);
-      [[maybe_unused]] __m512 block_sum;
       [[maybe_unused]] __m512i sum_pairs[kAmxMinPairs<kType>];
-      if constexpr (Traits::kHasMin && !Traits::kK) {
-        block_sum = _mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_loadu_si512(sums[g] + 32 * b),
-                                                        _mm512_loadu_si512(sums[g] + 32 * b + 16)));
-      }
       if constexpr (kKMin) AmxSumPairs<kType>(sums[g], b, sum_pairs);
       for (int r = 0; r < 16; ++r) {
-        __m512i ints = _mm512_load_si512(c[g] + 16 * r);
-        if constexpr (Traits::kK) {
-          ints = _mm512_add_epi32(ints, _mm512_slli_epi32(_mm512_load_si512(c[2 + g] + 16 * r), 7));
-        }
+        const __m512i ints = _mm512_add_epi32(
+            _mm512_load_si512(c[g] + 16 * r), _mm512_slli_epi32(_mm512_load_si512(c[2 + g] + 16 * r), 7));
         const __m512 sd = _mm512_mul_ps(_mm512_set1_ps(dec.d[b * 16 + r]), xv);
         __m512 a = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ints), _mm512_load_ps(acc[g][r]));
-        if constexpr (Traits::kHasMin) {
+        if constexpr (kKMin) {
           const __m512 sm = _mm512_mul_ps(_mm512_set1_ps(dec.dmin[b * 16 + r]), xv);
-          if constexpr (Traits::kK) {
-            const int32_t* row_pairs =
-                parts.mins + r * (cols / 256 * kAmxMinPairs<kType>) + b * kAmxMinPairs<kType>;
-            a = _mm512_fmadd_ps(sm, _mm512_cvtepi32_ps(AmxMins<kType>(row_pairs, sum_pairs)), a);
-          } else {
-            a = _mm512_fmadd_ps(sm, block_sum, a);
-          }
+          const int32_t* row_pairs =
+              parts.mins + r * (cols / 256 * kAmxMinPairs<kType>) + b * kAmxMinPairs<kType>;
+          a = _mm512_fmadd_ps(sm, _mm512_cvtepi32_ps(AmxMins<kType>(row_pairs, sum_pairs)), a);
         }
         _mm512_store_ps(acc[g][r], a);
       }
     }
   };
-  if constexpr (Traits::kK) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      for (int64_t first = Traits::kBlock * b; first < Traits::kBlock * (b + 1); first += kK) {
-        AmxStep<kParts, G>(parts.parts + first, part_stride, cols, q[0] + 16 * first,
-                           q[1] + 16 * first);
-      }
-      AmxDrain<kParts, G>(c);
-      finish_block(b);
+  for (int64_t b = 0; b < blocks; ++b) {
+    for (int64_t first = Traits::kBlock * b; first < Traits::kBlock * (b + 1); first += kK) {
+      AmxStep<kParts, G>(parts.parts + first, part_stride, cols, q[0] + 16 * first,
+                         q[1] + 16 * first);
     }
-  } else {
-    // One step per block: blocks alternate between the C tiles 0-1 and 2-3 (A in 4 or 5), so
-    // the multiplies of block b run while block b - 1 is drained and finished.
-    for (int64_t b = 0; b < blocks; ++b) {
-      AmxStep32<G>(b & 1, parts.parts + 32 * b, cols, q[0] + 16 * 32 * b, q[1] + 16 * 32 * b);
-      if (b > 0) {
-        AmxDrainSet<G>((b - 1) & 1, c);
-        finish_block(b - 1);
-      }
-    }
-    AmxDrainSet<G>((blocks - 1) & 1, c);
-    finish_block(blocks - 1);
+    AmxDrain<kParts, G>(c);
+    finish_block(b);
   }
   // Out by token: the tile's rows of a token are contiguous in y (a column of acc, gathered).
   const __m512i column = _mm512_mullo_epi32(_mm512_set1_epi32(16), _mm512_set_epi32(
@@ -323,20 +242,20 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
   }
 }
 
-// Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) by AMX tiles of
-// 16 rows x 32 tokens; the calling thread's tile state is configured here and released at the
-// end.
+// Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) of a K format
+// by AMX tiles of 16 rows x 32 tokens; the calling thread's tile state is configured here and
+// released at the end.
 template <tensor::DType kType>
-KVSERVE_MATMUL_AMX void AmxRows(const WeightMatrix& w, const internal::QuantActivations& act,
-                                int64_t n, float* y, int64_t row_begin, int64_t row_end,
-                                int64_t t_begin, int64_t t_end) {
+KVSERVE_MATMUL_AMX void AmxRowsK(const WeightMatrix& w, const internal::QuantActivations& act,
+                                 int64_t n, float* y, int64_t row_begin, int64_t row_end,
+                                 int64_t t_begin, int64_t t_end) {
   const int64_t cols = w.cols;
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
   const DecodedRows dec = DecodeBuffer(16, cols);
   const AmxParts parts = AmxPartsBuffer(cols);
   const internal::TokenGroups layout{cols, QuantTraits<kType>::kBlock, (n + 15) / 16};
   const auto* base = static_cast<const uint8_t*>(w.data);
-  AmxConfigure(kAmxK<kType>);
+  AmxConfigure();
   _tile_zero(0);
   _tile_zero(1);
   _tile_zero(2);

@@ -2,103 +2,63 @@
 
 #include <algorithm>
 #include <cmath>
-#include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "core/check.h"
+#include "kernels/cpu/attention_exp.h"
 #include "kernels/cpu/rope_yarn.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
 
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
-  double sum_sq = 0.0;
-  for (int64_t i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+  // Eight independent chains (a dependent add per 8 values, not per value), then ops.h's tree.
+  double lane[8] = {};
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
+  }
+  for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<double>(x[i]) * x[i];
+  const double sum_sq =
+      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
   const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
-void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
-  RopeQk(params, x, num_heads, nullptr, 0, pos);
-}
-
-namespace {
-
-// cos and sin (times the magnitude) of every pair's angle at one position, and what they were
-// computed for. Every layer of a decode step turns its q and k at the same position with the
-// same parameters (or two sets: gemma3's local and global layers), so each thread keeps the
-// last one and recomputes only when the position or a parameter the angles use changes.
-struct RopeAngles {
-  RopeParams params;
-  std::vector<float> factors;  // a copy of params.freq_factors' values (the pointer may be reused)
-  int32_t pos = -1;
-  std::vector<float> cos, sin;
-
-  bool Matches(const RopeParams& p, int32_t at) const {
-    return pos == at && params.rope_dim == p.rope_dim && params.freq_base == p.freq_base &&
-           params.linear_scale == p.linear_scale && params.attn_factor == p.attn_factor &&
-           params.yarn.factor == p.yarn.factor && params.yarn.orig_ctx == p.yarn.orig_ctx &&
-           params.yarn.beta_fast == p.yarn.beta_fast &&
-           params.yarn.beta_slow == p.yarn.beta_slow &&
-           (p.freq_factors == nullptr) == (params.freq_factors == nullptr) &&
-           (p.freq_factors == nullptr ||  // same rope_dim: rope_dim / 2 values each
-            std::equal(factors.begin(), factors.end(), p.freq_factors));
-  }
-
-  void Compute(const RopeParams& p, int32_t at) {
-    params = p;
-    pos = at;
-    factors.clear();
-    if (p.freq_factors != nullptr) factors.assign(p.freq_factors, p.freq_factors + p.rope_dim / 2);
-    const int half = p.rope_dim / 2;
-    cos.resize(half);
-    sin.resize(half);
-    const double scaled_pos = static_cast<double>(at) / p.linear_scale;
-    const bool yarn = p.yarn.factor > 1.0;
-    const double magnitude =
-        yarn ? p.attn_factor * (1.0 + 0.1 * std::log(p.yarn.factor)) : p.attn_factor;
-    const YarnRamp ramp = yarn ? MakeYarnRamp(p.yarn, p.rope_dim, p.freq_base) : YarnRamp{};
-    for (int i = 0; i < half; ++i) {
-      const double inv_freq = std::pow(p.freq_base, -2.0 * i / static_cast<double>(p.rope_dim));
-      double theta = scaled_pos * inv_freq;
-      if (p.freq_factors != nullptr) theta /= p.freq_factors[i];
-      if (yarn) theta = YarnTheta(p.yarn, ramp, i, theta);
-      cos[i] = static_cast<float>(std::cos(theta) * magnitude);
-      sin[i] = static_cast<float>(std::sin(theta) * magnitude);
-    }
-  }
-};
-
-// The angles of (params, pos), from this thread's last ones when they match.
-const RopeAngles& AnglesOf(const RopeParams& params, int32_t pos) {
-  // Two entries: a model with local and global layers alternates two sets per step.
-  thread_local RopeAngles cache[2];
-  thread_local int next = 0;
-  for (const RopeAngles& a : cache) {
-    if (a.Matches(params, pos)) return a;
-  }
-  RopeAngles& slot = cache[next];
-  next ^= 1;
-  slot.Compute(params, pos);
-  return slot;
-}
-
-}  // namespace
-
-void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
-            int32_t pos) {
+void RopeAngles(const RopeParams& params, int32_t pos, float* cos_sin) {
   DCHECK(params.rope_dim % 2 == 0 && params.rope_dim <= params.head_dim);
   const int half = params.rope_dim / 2;
-  const RopeAngles& angles = AnglesOf(params, pos);
+  const double scaled_pos = static_cast<double>(pos) / params.linear_scale;
+  const bool yarn = params.yarn.factor > 1.0;
+  const double magnitude =
+      yarn ? params.attn_factor * (1.0 + 0.1 * std::log(params.yarn.factor)) : params.attn_factor;
+  const YarnRamp ramp =
+      yarn ? MakeYarnRamp(params.yarn, params.rope_dim, params.freq_base) : YarnRamp{};
+  for (int i = 0; i < half; ++i) {
+    const double inv_freq =
+        std::pow(params.freq_base, -2.0 * i / static_cast<double>(params.rope_dim));
+    double theta = scaled_pos * inv_freq;
+    if (params.freq_factors != nullptr) theta /= params.freq_factors[i];
+    if (yarn) theta = YarnTheta(params.yarn, ramp, i, theta);
+    cos_sin[i] = static_cast<float>(std::cos(theta) * magnitude);
+    cos_sin[half + i] = static_cast<float>(std::sin(theta) * magnitude);
+  }
+}
+
+void RopeWith(const RopeParams& params, const float* cos_sin, float* x, int num_heads) {
+  const int half = params.rope_dim / 2;
   // Pair i's two indices within a head.
   const bool neox = params.style == RopeStyle::kNeox;
-  for (int i = 0; i < half; ++i) {
-    const float c = angles.cos[i];
-    const float s = angles.sin[i];
-    const int a = neox ? i : 2 * i;
-    const int b = neox ? i + half : 2 * i + 1;
-    for (int h = 0; h < num_heads + num_kv_heads; ++h) {
-      float* head = h < num_heads ? q + static_cast<int64_t>(h) * params.head_dim
-                                  : k + static_cast<int64_t>(h - num_heads) * params.head_dim;
+  for (int h = 0; h < num_heads; ++h) {
+    float* head = x + static_cast<int64_t>(h) * params.head_dim;
+    for (int i = 0; i < half; ++i) {
+      const float c = cos_sin[i];
+      const float s = cos_sin[half + i];
+      const int a = neox ? i : 2 * i;
+      const int b = neox ? i + half : 2 * i + 1;
       const float x0 = head[a];
       const float x1 = head[b];
       head[a] = x0 * c - x1 * s;
@@ -107,10 +67,76 @@ void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num
   }
 }
 
+bool SameRopeAngles(const RopeParams& a, const RopeParams& b) {
+  return a.rope_dim == b.rope_dim && a.freq_base == b.freq_base &&
+         a.linear_scale == b.linear_scale && a.freq_factors == b.freq_factors &&
+         a.attn_factor == b.attn_factor && a.yarn.factor == b.yarn.factor &&
+         a.yarn.orig_ctx == b.yarn.orig_ctx && a.yarn.beta_fast == b.yarn.beta_fast &&
+         a.yarn.beta_slow == b.yarn.beta_slow;
+}
+
+void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
+  CHECK_LE(params.rope_dim, kMaxRopeDim);
+  float cos_sin[kMaxRopeDim];
+  RopeAngles(params, pos, cos_sin);
+  RopeWith(params, cos_sin, x, num_heads);
+}
+
+namespace {
+
+// The exp argument of SiLU: -g, at most kSiluExpMax (exp stays finite; there silu(g) is -0 or a
+// value of magnitude < 1e-36 either way).
+constexpr float kSiluExpMax = 88.0f;
+
+#if defined(__x86_64__)
+// SiluMul with 16 lanes: AttentionExp's steps (attention_exp.h) on every lane, then the same
+// divide and multiply as the scalar loop. max_ps / min_ps return their second operand when
+// either is NaN, so min(88, -g) keeps a NaN gate's NaN as std::min(-g, 88) does.
+// (GCC 12 warns about the _mm512_undefined_* inside its intrinsics in a function with a target
+// attribute; nothing here is uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f,fma"))) void SiluMulAvx512(float* gate, const float* up,
+                                                          int64_t n) {
+  namespace e = attention_exp;
+  const __m512 round = _mm512_set1_ps(e::kRound);
+  const __m512 one = _mm512_set1_ps(1.0f);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF)
+                                    : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
+    const __m512 x = _mm512_min_ps(_mm512_set1_ps(kSiluExpMax), _mm512_sub_ps(_mm512_setzero_ps(), g));
+    const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(e::kLog2e)), round), round);
+    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-e::kC1), x);
+    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-e::kC2), r);
+    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(e::kP0), r, _mm512_set1_ps(e::kP1));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP2));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP3));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP4));
+    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP5));
+    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), one);
+    const __m512i bits =
+        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+    const __m512 ex = _mm512_maskz_mul_ps(
+        _mm512_cmp_ps_mask(x, _mm512_set1_ps(e::kMin), _CMP_NLT_UQ), y, _mm512_castsi512_ps(bits));
+    const __m512 out =
+        _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, ex)), _mm512_maskz_loadu_ps(m, up + i));
+    _mm512_mask_storeu_ps(gate + i, m, out);
+  }
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
 void SiluMul(float* gate, const float* up, int64_t n) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return SiluMulAvx512(gate, up, n);
+#endif
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
-    gate[i] = g / (1.0f + std::exp(-g)) * up[i];
+    gate[i] = g / (1.0f + AttentionExp(std::min(-g, kSiluExpMax))) * up[i];
   }
 }
 

@@ -13,7 +13,8 @@
 namespace kvserve::kernels {
 
 // y[i] = x[i] / sqrt(mean(x^2) + eps) * weight[i], i in [0, n). x and y may alias.
-// The mean is accumulated in double, in index order.
+// The mean is accumulated in double: lane l (0..7) sums x[i]^2 for i = l, l + 8, ... < n in
+// increasing order, then sum = ((l0 + l4) + (l2 + l6)) + ((l1 + l5) + (l3 + l7)).
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps);
 
 // Rotary position embedding as ggml's rope with llama.cpp's two pairings. Within each head the
@@ -49,13 +50,20 @@ struct RopeParams {
   YarnParams yarn{};                    // factor > 1: YaRN angles and magnitude
 };
 void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos);
-// Rope of q's num_heads and then k's num_kv_heads at one position: the same as two Rope calls,
-// with the angles computed once (and reused by the next call on this thread at the same
-// position and parameters: the other layers of a decode step). Thread-safe.
-void RopeQk(const RopeParams& params, float* q, int num_heads, float* k, int num_kv_heads,
-            int32_t pos);
+inline constexpr int kMaxRopeDim = 1024;  // Rope's limit on rope_dim (CHECKed)
 
-// gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n).
+// Rope in two steps, for callers that rotate many heads (q and k, every layer) at one position:
+// RopeAngles fills cos_sin[rope_dim] with pair i's cos (i < rope_dim / 2) and sin (at
+// rope_dim / 2 + i), magnitude included; RopeWith rotates x's heads by them. Together they
+// compute exactly what Rope computes.
+void RopeAngles(const RopeParams& params, int32_t pos, float* cos_sin);
+void RopeWith(const RopeParams& params, const float* cos_sin, float* x, int num_heads);
+// Whether a and b rotate every position by the same angles (a shared RopeAngles table).
+bool SameRopeAngles(const RopeParams& a, const RopeParams& b);
+
+// gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n), with
+// exp = AttentionExp (attention_exp.h: a fixed sequence of float operations) of min(-gate[i], 88),
+// so the AVX-512 loop and the scalar loop give the same bits.
 void SiluMul(float* gate, const float* up, int64_t n);
 
 // gpt-oss's clamped SwiGLU (ggml's swiglu_oai, alpha 1.702, limit 7), i in [0, n):

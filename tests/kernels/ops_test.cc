@@ -1,0 +1,67 @@
+// The per-token ops of kernels/cpu/ops.h whose SIMD and scalar forms must agree bit for bit.
+#include "kernels/cpu/ops.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <bit>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/attention_exp.h"
+
+namespace kvserve::kernels {
+namespace {
+
+// The scalar definition of ops.h: g / (1 + AttentionExp(min(-g, 88))) * u.
+float SiluMulDefinition(float g, float u) {
+  return g / (1.0f + AttentionExp(std::min(-g, 88.0f))) * u;
+}
+
+// SiluMul (the AVX-512 loop where the CPU has it) gives the definition's bits for every value,
+// including the clamp at 88, the zero below -87, infinities and NaN, at every tail length.
+TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
+  std::vector<float> gate, up;
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> wide(-120.0f, 120.0f), narrow(-6.0f, 6.0f);
+  for (int i = 0; i < 4000; ++i) {
+    gate.push_back(i % 2 == 0 ? narrow(rng) : wide(rng));
+    up.push_back(narrow(rng));
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float g : {0.0f, -0.0f, 87.0f, -87.0f, 87.5f, 88.0f, -88.0f, 89.0f, -89.0f, 1e-40f, -1e-40f,
+                  inf, -inf, std::numeric_limits<float>::quiet_NaN(), 1e30f, -1e30f}) {
+    gate.push_back(g);
+    up.push_back(1.5f);
+  }
+  for (size_t n : {gate.size(), size_t{1}, size_t{15}, size_t{17}}) {
+    std::vector<float> out(gate.begin(), gate.begin() + n);
+    SiluMul(out.data(), up.data(), static_cast<int64_t>(n));
+    for (size_t i = 0; i < n; ++i) {
+      const float want = SiluMulDefinition(gate[i], up[i]);
+      if (std::isnan(want)) {
+        EXPECT_TRUE(std::isnan(out[i])) << i;
+      } else {
+        EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+            << "gate " << gate[i] << " up " << up[i] << ": " << out[i] << " vs " << want;
+      }
+    }
+  }
+}
+
+// SiLU stays close to the exact function (AttentionExp is within 2 ulp of exp).
+TEST(OpsTest, SiluMulIsCloseToExact) {
+  for (float g = -30.0f; g <= 30.0f; g += 0.037f) {
+    float out = g;
+    const float up = 1.0f;
+    SiluMul(&out, &up, 1);
+    const double exact = g / (1.0 + std::exp(-static_cast<double>(g)));
+    EXPECT_NEAR(out, exact, 1e-6 * std::max(1.0, std::fabs(exact))) << g;
+  }
+}
+
+}  // namespace
+}  // namespace kvserve::kernels
