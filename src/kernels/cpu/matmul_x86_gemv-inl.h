@@ -13,7 +13,7 @@
 //   Q4_K, per row and block: the 4-bit values (u8) of two sub-blocks per register times their
 //     codes in pairs (maddubs: |2 products| <= 3810, no saturation), times the sub-block scales
 //     (madd / dpwssd with the scale in both int16 halves of each int32 lane, placed by vpermb);
-//     lanes folded to 0-7; lanes 8-15 carry m_j S_j (dpwssd) for M_b.
+//     lanes folded to 0-7; lanes 8-15 carry m_j S_j (madd) for M_b.
 //   Q5_K: as Q4_K with the fifth bit added to the nibbles (u = 0..31; pairs <= 7874).
 //   Q6_K, per row and block: values u = q + 32 (0..63; pairs <= 16002 fit int16) times codes,
 //     times the int8 scales of 16-value sub-blocks (as Q4_K's), minus 32 sum_s sc_s S_s.
@@ -212,18 +212,21 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
 
 // A vpermb index whose int32 lane j reads int16 number source(j) of a register (its bytes
 // 2 source(j), 2 source(j) + 1) into both of its int16 halves, for madd / dpwssd with int16 pairs.
-template <typename Source>
+// With kBytes, it reads byte source(j) into the low byte of both halves instead (for
+// _mm512_maskz_permutexvar_epi8 with kLowBytes, which zeroes the high bytes: unsigned bytes).
+template <bool kBytes = false, typename Source>
 HWY_INLINE __m512i PickInt16(Source source) {
   alignas(64) uint8_t idx[64];
   for (int j = 0; j < 16; ++j) {
     const int s = source(j);
     for (int h = 0; h < 2; ++h) {
-      idx[4 * j + 2 * h] = static_cast<uint8_t>(2 * s);
-      idx[4 * j + 2 * h + 1] = static_cast<uint8_t>(2 * s + 1);
+      idx[4 * j + 2 * h] = static_cast<uint8_t>(kBytes ? s : 2 * s);
+      idx[4 * j + 2 * h + 1] = static_cast<uint8_t>(kBytes ? s : 2 * s + 1);
     }
   }
   return _mm512_load_si512(idx);
 }
+inline constexpr __mmask64 kLowBytes = 0x5555555555555555ull;
 
 // A 512-bit value of two 256-bit halves: lo in lanes 0-7 (32-bit) or bytes 0-31, hi above.
 HWY_INLINE __m512i Halves(__m256i lo, __m256i hi) {
@@ -248,11 +251,11 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   __m512i pick[4], bit[4];  // register k: lanes 0-7 its first sub-block's scale, 8-15 its second's
   for (int k = 0; k < 4; ++k) {
     const int first = 4 * (k / 2) + k % 2;
-    pick[k] = PickInt16([first](int j) { return j < 8 ? first : first + 2; });
+    pick[k] = PickInt16<true>([first](int j) { return j < 8 ? first : first + 2; });
     bit[k] = Halves(_mm256_set1_epi8(static_cast<char>(1 << first)),
                     _mm256_set1_epi8(static_cast<char>(1 << (first + 2))));
   }
-  const __m512i pick_mins = PickInt16([](int j) { return j; });  // lanes 8-15: min j - 8
+  const __m512i pick_mins = PickInt16<true>([](int j) { return j; });  // lanes 8-15: min j - 8
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -274,7 +277,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
       PrefetchNextTile<3>(p, row_bytes);  // 144 or 176 bytes per step (the next block's: the rest)
-      const __m512i sm = _mm512_castsi256_si512(_mm256_cvtepu8_epi16(Q4KScalesMins(p + 4)));
+      const __m512i sm = _mm512_castsi128_si512(Q4KScalesMins(p + 4));
       const __m512i w0 = _mm512_loadu_si512(p + kQs), w1 = _mm512_loadu_si512(p + kQs + 64);
       __m512i nib[4] = {_mm512_and_si512(w0, low4),
                         _mm512_and_si512(_mm512_srli_epi16(w0, 4), low4),
@@ -287,8 +290,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
         }
       }
       __m512i scale[4];
-      for (int k = 0; k < 4; ++k) scale[k] = _mm512_permutexvar_epi8(pick[k], sm);
-      const __m512i mins = _mm512_permutexvar_epi8(pick_mins, sm);
+      for (int k = 0; k < 4; ++k) scale[k] = _mm512_maskz_permutexvar_epi8(kLowBytes, pick[k], sm);
+      const __m512i mins = _mm512_maskz_permutexvar_epi8(kLowBytes, pick_mins, sm);
       for (int t = 0; t < T; ++t) {
         // Pairs of products (maddubs: |2 * 31 * 127| fits int16) times the scale of their
         // sub-block, summed into int32 lanes.
@@ -296,10 +299,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
         for (int k = 1; k < 4; ++k) {
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(nib[k], a[t][k]), scale[k]);
         }
-        const __m256i folded = _mm256_add_epi32(_mm512_castsi512_si256(sum),
-                                                _mm512_extracti64x4_epi64(sum, 1));
-        // Lanes 0-7 of s are zero, so the I partials stay alone there.
-        parts[t][i] = _mm512_dpwssd_epi32(_mm512_zextsi256_si512(folded), s[t], mins);
+        // Lanes 0-7: the I partials folded (sum plus its halves swapped); 8-15: m_j S_j.
+        parts[t][i] = _mm512_mask_add_epi32(_mm512_madd_epi16(s[t], mins), 0x00FF, sum,
+                                            _mm512_shuffle_i64x2(sum, sum, _MM_SHUFFLE(1, 0, 3, 2)));
       }
     }
     const __m512i d_dmin = GatherWords(set, row0 + kBytes * b);
