@@ -46,6 +46,9 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure() {
     cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? kAmxK / 4 : 16);
     cfg.colsb[t] = static_cast<uint16_t>(kAmxK);
   }
+  // GCC 12 does not see that ldtilecfg reads all of cfg and may drop stores above (seen with
+  // AmxConfigure32 in matmul_x86_amx32-inl.h); the barrier makes them happen first.
+  asm volatile("" : : "r"(&cfg) : "memory");
   _tile_loadconfig(&cfg);
 }
 
