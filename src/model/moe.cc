@@ -272,8 +272,8 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
                ExpertActivation activation, const float* in, int64_t rows, float* g, float* u,
                float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t ffn = gate.rows;
-  kernels::MatMul(gate, in, rows, g, pool, scratch);
-  kernels::MatMul(up, in, rows, u, pool, scratch);
+  const kernels::MatMulOutput gate_up[] = {{&gate, g}, {&up, u}};
+  kernels::MatMulMany(gate_up, in, rows, pool, scratch);  // `in` quantized once for both
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
     for (size_t r = begin; r < end; ++r) {
       AddBias(bias.gate, g + r * ffn, 1, ffn);
