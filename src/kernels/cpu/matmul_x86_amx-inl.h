@@ -138,6 +138,15 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreParts(__m512i lo, __m512i hi, int8_t*
   _mm512_storeu_si512(row + part_stride, _mm512_permutexvar_epi64(order, h));
 }
 
+// Asks for `lines` cache lines from p of the next tile's same row (16 rows on), as the gemv
+// rows' PrefetchNextTile does.
+template <int kLines>
+HWY_INLINE void AmxPrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
+  for (int l = 0; l < kLines; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * row_bytes + 64 * l), _MM_HINT_T0);
+  }
+}
+
 // AmxFillParts straight from the file's Q4_K or Q6_K blocks (no decoded copy): rows [0,
 // num_rows) of the tile at row0 (row_bytes apart), their d (and dmin, signed) at d[b * 16 + i]
 // as DecodeRows<kType, 16> leaves them; the parts of rows past num_rows are zeroed.
@@ -154,6 +163,7 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillPartsInPlace(const uint8_t* row0, in
       int8_t* row = out.parts + i * cols + 256 * b;
       if constexpr (kType == tensor::DType::kQ4_K) {
         const uint8_t* p = row0 + i * row_bytes + 144 * b;  // d, dmin, scales[12], qs[128]
+        AmxPrefetchNextTile<3>(p, row_bytes);
         d[b * 16 + i] = LoadHalf(p);
         dmin[b * 16 + i] = -LoadHalf(p + 2);
         const __m128i sm = Q4KScalesMins(p + 4);
@@ -173,6 +183,7 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillPartsInPlace(const uint8_t* row0, in
         }
       } else {
         const uint8_t* p = row0 + i * row_bytes + 210 * b;  // ql[128], qh[64], scales[16], d
+        AmxPrefetchNextTile<4>(p, row_bytes);
         d[b * 16 + i] = LoadHalf(p + 208);
         const __m512i sc = _mm512_castsi256_si512(
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192))));
