@@ -201,10 +201,15 @@ Status RunCompare(CompareFlags f) {
         if (!kvserve_turn) {
           Record(run, r->own_prefill_tokens_per_s, r->own_decode_tokens_per_s, rows, llama_own);
         }
-        fmt::print(stderr, "round {}: {} x {} + {}: {} prefill {:.1f} tok/s, decode {:.1f} tok/s\n",
-                   round, run.sequences, run.prompt_len, run.gen,
-                   kvserve_turn ? "kvserve" : "llama.cpp", r->prefill_tokens_per_s,
-                   r->decode_tokens_per_s);
+        // A batched run's prefill figure means different things on the two sides (kvserve:
+        // one request's prompt / its TTFT; llama.cpp: every prompt / the batch's time) and
+        // feeds no row, so only the single-request runs print it.
+        const std::string prefill =
+            run.prefill_row.empty() ? ""
+                                    : fmt::format(" prefill {:.1f} tok/s,", r->prefill_tokens_per_s);
+        fmt::print(stderr, "round {}: {} x {} + {}: {}{} decode {:.1f} tok/s\n", round,
+                   run.sequences, run.prompt_len, run.gen, kvserve_turn ? "kvserve" : "llama.cpp",
+                   prefill, r->decode_tokens_per_s);
       }
     }
   }

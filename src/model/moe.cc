@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 
@@ -178,7 +179,9 @@ MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
       gate(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
       up(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
       out(t * c.top_k * dim),
-      shared_gate(t) {}
+      shared_gate(t),
+      dim(dim),
+      expert_ffn(c.expert_ffn_dim) {}
 
 void RouteToken(const MoeConfig& c, const float* selection_bias, const float* logits,
                 int32_t* chosen, float* weights) {
@@ -289,6 +292,50 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
   AddBias(bias.down, out, rows, down.rows);
 }
 
+// Expert e over its sorted rows of buf.in: buf.out at the same rows; its gate / up rows at
+// the same positions of buf.gate / buf.up (ffn values each), so experts may run at once.
+void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, MoeBuffers& buf,
+               kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
+  if (rows == 0) return;
+  const int64_t dim = buf.dim, ffn = c.expert_ffn_dim;
+  ExpertBiases bias;
+  if (c.biases) {
+    bias = {w.gate_bias + e * ffn, w.up_bias + e * ffn, w.down_bias + e * dim};
+  }
+  ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, buf.in.data() + first * dim, rows,
+            buf.gate.data() + first * ffn, buf.up.data() + first * ffn,
+            buf.out.data() + first * dim, scratch, pool);
+}
+
+// Every active expert of a step of n tokens (grouped by GroupByExpert). A few-token step with
+// enough active experts gives each expert to one thread whole (claimed in index order by the
+// pool's range indices, each with its own scratch and a serial pool): no barrier per matmul,
+// and no expert's 1-3 rows split into tiny ranges. Otherwise each expert in turn, its rows
+// split over the pool. Either way every row's value is the matmul's function of its input
+// alone (kernels/cpu/matmul.h), so the bits do not depend on the path or the thread count.
+void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, MoeBuffers& buf,
+                kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  const int threads = pool.num_threads();
+  int64_t active = 0;
+  for (int64_t e = 0; e < c.num_experts; ++e) active += buf.offsets[e + 1] > buf.offsets[e];
+  if (threads == 1 || n > kWholeExpertMaxTokens || active < kWholeExpertsPerThread * threads) {
+    for (int64_t e = 0; e < c.num_experts; ++e) RunExpert(w, c, e, buf, scratch, pool);
+    return;
+  }
+  while (std::ssize(buf.lanes) < threads) {
+    buf.lanes.push_back(std::make_unique<MoeBuffers::Lane>(
+        kWholeExpertMaxTokens, std::max(buf.dim, buf.expert_ffn)));
+  }
+  std::atomic<int64_t> next{0};
+  pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int lane) {
+    MoeBuffers::Lane& l = *buf.lanes[lane];
+    for (int64_t e; (e = next.fetch_add(1, std::memory_order_relaxed)) < c.num_experts;) {
+      RunExpert(w, c, e, buf, l.scratch, l.serial);
+    }
+  });
+}
+
 }  // namespace
 
 void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, Activations& act,
@@ -307,17 +354,7 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
   });
   // 2. Each active expert once over all of its rows.
   GroupByExpert(c, n, dim, act.xb.data(), buf);
-  for (int64_t e = 0; e < c.num_experts; ++e) {
-    const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
-    if (rows == 0) continue;
-    ExpertBiases bias;
-    if (c.biases) {
-      bias = {w.gate_bias + e * c.expert_ffn_dim, w.up_bias + e * c.expert_ffn_dim,
-              w.down_bias + e * dim};
-    }
-    ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, buf.in.data() + first * dim, rows,
-              buf.gate.data(), buf.up.data(), buf.out.data() + first * dim, scratch, pool);
-  }
+  RunExperts(w, c, n, buf, scratch, pool);
   // 3. y = sum_k w_k * expert_k(n), k in order (act.proj).
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {

@@ -23,6 +23,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -76,7 +77,23 @@ struct MoeBuffers {
   std::vector<float> gate, up;     // (T * top_k, max(ffn, shared ffn))
   std::vector<float> out;          // (T * top_k, dim): expert outputs, by expert
   std::vector<float> shared_gate;  // (T)
+  // Whole-expert lanes of a few-token step (MoeFfnBlock): one serial pool and one matmul
+  // scratch (kWholeExpertMaxTokens rows, max(dim, expert ffn) columns) per range index of the
+  // caller's pool, made by the first such step with that many threads.
+  struct Lane {
+    Lane(int64_t tokens, int64_t cols) : scratch(tokens, cols) {}
+    ThreadPool serial{1};
+    kernels::MatMulScratch scratch;
+  };
+  std::vector<std::unique_ptr<Lane>> lanes;
+  int64_t dim = 0, expert_ffn = 0;
 };
+
+// Steps of at most this many tokens run each active expert on one thread (whole experts
+// claimed by the pool's threads) when there are at least kWholeExpertsPerThread active experts
+// per thread; larger steps split each expert's rows over the threads.
+inline constexpr int64_t kWholeExpertMaxTokens = 64;
+inline constexpr int64_t kWholeExpertsPerThread = 2;
 
 // Picks token t's experts: chosen[k] and weights[k] for k < top_k from logits (E values),
 // as in the header comment. Exposed for tests.
