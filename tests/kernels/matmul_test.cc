@@ -225,32 +225,50 @@ TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
   }
 }
 
+// Raw random blocks of Q4_K or Q6_K (every code, scale and min a file may hold), their f16
+// factors kept finite (|d| < 2, either sign).
+void RandomizeKBlocks(TestWeights& w, uint32_t seed) {
+  const bool q4k = w.matrix.dtype == DType::kQ4_K;
+  const size_t block = q4k ? 144 : 210;
+  std::mt19937 rng(seed);
+  for (size_t i = 0; i < w.bytes.size(); ++i) {
+    w.bytes[i] = static_cast<uint8_t>(rng());
+    const size_t at = i % block;
+    if (q4k ? (at == 1 || at == 3) : at == 209) w.bytes[i] &= 0xBB;  // f16 high bytes
+  }
+}
+
 // Batches on a CPU with AMX run the AMX int8 tiles; they give the bits of the portable scheme
 // and of the AVX-512 VNNI tiles (AMX switched off), for partial row tiles and odd token groups,
 // and for the 32-value formats 1, 2 and 13 blocks (the tiles' two-block pipeline and its ends).
+// Q4_K and Q6_K (whose tiles read the file's blocks in place) also get raw random blocks.
 TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
   uint32_t seed = 1300;
   for (DType dtype : kAllTypes) {
     if (!IsQuant(dtype)) continue;
-    const std::vector<int64_t> widths = IsK(dtype) ? std::vector<int64_t>{768}
-                                                   : std::vector<int64_t>{32, 64, 416};
+    const std::vector<int64_t> widths =
+        IsK(dtype) ? std::vector<int64_t>{768} : std::vector<int64_t>{32, 64, 416};
     for (int64_t n : {16, 33, 70}) {
       for (int64_t cols : widths) {
-        const int64_t rows = 45;
-        SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n) +
-                     " cols=" + std::to_string(cols));
-        TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
-        std::vector<float> x = RandomActivations(n, cols, ++seed);
-        std::vector<float> want(static_cast<size_t>(n * rows));
-        MatMulPortable(w.matrix, x.data(), n, want.data());
-        std::vector<float> amx = RunMatMul(w.matrix, x, n, 2);
-        internal::SetAmxForTest(false);
-        std::vector<float> vnni = RunMatMul(w.matrix, x, n, 2);
-        internal::SetAmxForTest(true);
-        for (size_t i = 0; i < want.size(); ++i) {
-          ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
-          ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i;
+        for (bool raw : {false, true}) {
+          if (raw && dtype != DType::kQ4_K && dtype != DType::kQ6_K) continue;
+          const int64_t rows = 45;
+          SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n) +
+                       " cols=" + std::to_string(cols) + (raw ? " raw" : ""));
+          TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+          if (raw) RandomizeKBlocks(w, ++seed);
+          std::vector<float> x = RandomActivations(n, cols, ++seed);
+          std::vector<float> want(static_cast<size_t>(n * rows));
+          MatMulPortable(w.matrix, x.data(), n, want.data());
+          std::vector<float> amx = RunMatMul(w.matrix, x, n, 2);
+          internal::SetAmxForTest(false);
+          std::vector<float> vnni = RunMatMul(w.matrix, x, n, 2);
+          internal::SetAmxForTest(true);
+          for (size_t i = 0; i < want.size(); ++i) {
+            ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
+            ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i;
+          }
         }
       }
     }

@@ -108,6 +108,116 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillParts(const DecodedRows& dec, int nu
   }
 }
 
+// Q4_K / Q5_K: the 8 sub-block scales and 8 mins of the block whose 12-byte scale field is at p
+// (ggml's packing: tensor/quant_ints.h).
+// With the words u0, u1, u2 of the field: scales 0-3 = u0 & 0x3F.., scales 4-7 = (u2 & 0x0F..) |
+// ((u0 >> 6) & 0x03..) << 4, mins 0-3 = u1 & 0x3F.., mins 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6)
+// & 0x03..) << 4, computed in one 128-bit register (4 bytes past the field are read, unused).
+// Returns the 16 bytes scales 0-7, mins 0-7. (Also used by the gemv rows of Q4_K / Q5_K.)
+HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
+  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+  const __m128i low = _mm_and_si128(  // [u0, u2, u1, u2 >> 4] & [low 6, low 4, low 6, low 4]
+      _mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0)),
+      _mm_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
+  const __m128i high = _mm_and_si128(  // bits 6-7 of u0's (u1's) bytes at bits 4-5, lanes 1 and 3
+      _mm_srli_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), 2),
+      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
+  return _mm_or_si128(low, high);
+}
+
+// The 64 int16 values v of lo (values 0-31) and hi (32-63) of a row, as the A parts of 64
+// consecutive columns at row (l = v & 127) and row + part_stride (h = v >> 7): packs keeps
+// 128-bit lanes apart, and the qword permutation puts the 64 bytes back in column order.
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreParts(__m512i lo, __m512i hi, int8_t* row,
+                                                 int64_t part_stride) {
+  const __m512i order = _mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0);
+  const __m512i low7 = _mm512_set1_epi16(127);
+  const __m512i l = _mm512_packs_epi16(_mm512_and_si512(lo, low7), _mm512_and_si512(hi, low7));
+  const __m512i h = _mm512_packs_epi16(_mm512_srai_epi16(lo, 7), _mm512_srai_epi16(hi, 7));
+  _mm512_storeu_si512(row, _mm512_permutexvar_epi64(order, l));
+  _mm512_storeu_si512(row + part_stride, _mm512_permutexvar_epi64(order, h));
+}
+
+// Asks for `lines` cache lines from p of the next tile's same row (16 rows on), as the gemv
+// rows' PrefetchNextTile does.
+template <int kLines>
+HWY_INLINE void AmxPrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
+  for (int l = 0; l < kLines; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + 16 * row_bytes + 64 * l), _MM_HINT_T0);
+  }
+}
+
+// AmxFillParts straight from the file's Q4_K or Q6_K blocks (no decoded copy): rows [0,
+// num_rows) of the tile at row0 (row_bytes apart), their d (and dmin, signed) at d[b * 16 + i]
+// as DecodeRows<kType, 16> leaves them; the parts of rows past num_rows are zeroed.
+template <tensor::DType kType>
+KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillPartsInPlace(const uint8_t* row0, int64_t row_bytes,
+                                                         int num_rows, int64_t cols,
+                                                         const AmxParts& out, float* d,
+                                                         float* dmin) {
+  static_assert(kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K);
+  const int64_t part_stride = 16 * cols, blocks = cols / 256;
+  const __m256i low4 = _mm256_set1_epi8(0x0F);
+  for (int i = 0; i < num_rows; ++i) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      int8_t* row = out.parts + i * cols + 256 * b;
+      if constexpr (kType == tensor::DType::kQ4_K) {
+        const uint8_t* p = row0 + i * row_bytes + 144 * b;  // d, dmin, scales[12], qs[128]
+        AmxPrefetchNextTile<3>(p, row_bytes);
+        d[b * 16 + i] = LoadHalf(p);
+        dmin[b * 16 + i] = -LoadHalf(p + 2);
+        const __m128i sm = Q4KScalesMins(p + 4);
+        alignas(16) uint8_t scales[16];
+        _mm_store_si128(reinterpret_cast<__m128i*>(scales), sm);
+        // Pair p of the mins: m_{2p} | m_{2p+1} << 16, i.e. the 8 mins widened to int16.
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(out.mins + i * (blocks * 4) + 4 * b),
+                         _mm_cvtepu8_epi16(_mm_srli_si128(sm, 8)));
+        for (int c = 0; c < 4; ++c) {  // values 64 c ..: low nibbles, then high nibbles
+          const __m256i v = Load256(p + 16 + 32 * c);
+          const __m512i lo = _mm512_mullo_epi16(_mm512_cvtepu8_epi16(_mm256_and_si256(v, low4)),
+                                                _mm512_set1_epi16(scales[2 * c]));
+          const __m512i hi = _mm512_mullo_epi16(
+              _mm512_cvtepu8_epi16(_mm256_and_si256(_mm256_srli_epi16(v, 4), low4)),
+              _mm512_set1_epi16(scales[2 * c + 1]));
+          AmxStoreParts(lo, hi, row + 64 * c, part_stride);
+        }
+      } else {
+        const uint8_t* p = row0 + i * row_bytes + 210 * b;  // ql[128], qh[64], scales[16], d
+        AmxPrefetchNextTile<4>(p, row_bytes);
+        d[b * 16 + i] = LoadHalf(p + 208);
+        const __m512i sc = _mm512_castsi256_si512(
+            _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192))));
+        const __m512i thirty_two = _mm512_set1_epi16(32);
+        const __m256i three = _mm256_set1_epi8(3);
+        for (int h = 0; h < 2; ++h) {  // values 128 h ..
+          const __m256i ql0 = Load256(p + 64 * h), ql1 = Load256(p + 64 * h + 32);
+          const __m256i qh = Load256(p + 128 + 32 * h);
+          // The 32 values of piece k (k < 4) of this half, times the scales of their 16s.
+          auto piece = [&](int k) HWY_ATTR {
+            const __m256i low = _mm256_and_si256(k < 2 ? (k == 0 ? ql0 : ql1)
+                                                       : _mm256_srli_epi16(k == 2 ? ql0 : ql1, 4),
+                                                 low4);
+            const __m256i high = _mm256_slli_epi16(
+                _mm256_and_si256(_mm256_srli_epi16(qh, 2 * k), three), 4);
+            const int s = 8 * h + 2 * k;  // scale of the piece's first 16 values
+            const __m512i pick = _mm512_inserti64x4(_mm512_set1_epi16(static_cast<int16_t>(s)),
+                                                    _mm256_set1_epi16(static_cast<int16_t>(s + 1)), 1);
+            const __m512i q = _mm512_sub_epi16(
+                _mm512_cvtepu8_epi16(_mm256_or_si256(low, high)), thirty_two);
+            return _mm512_mullo_epi16(q, _mm512_permutexvar_epi16(pick, sc));
+          };
+          AmxStoreParts(piece(0), piece(1), row + 128 * h, part_stride);
+          AmxStoreParts(piece(2), piece(3), row + 128 * h + 64, part_stride);
+        }
+      }
+    }
+  }
+  for (int p = 0; p < kAmxParts; ++p) {
+    std::memset(out.parts + p * part_stride + num_rows * cols, 0,
+                static_cast<size_t>((16 - num_rows) * cols));
+  }
+}
+
 // C[part][group] += A[part] (16 rows, K values from `a`) x B[group] (from b0, b1). Each load is
 // issued after the tile multiplies that do not read its tile, so it overlaps them (tiles are
 // not renamed: a load waits for the last multiply reading its register).
@@ -266,8 +376,13 @@ KVSERVE_MATMUL_AMX void AmxRowsK(const WeightMatrix& w, const internal::QuantAct
   const int64_t g_end = (t_end + 15) / 16;
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
-    DecodeRows<kType, 16>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
-    AmxFillParts<kType>(dec, num_rows, cols, parts);
+    if constexpr (kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K) {
+      AmxFillPartsInPlace<kType>(base + r * row_bytes, row_bytes, num_rows, cols, parts, dec.d,
+                                 dec.dmin);
+    } else {
+      DecodeRows<kType, 16>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
+      AmxFillParts<kType>(dec, num_rows, cols, parts);
+    }
     for (int64_t g = t_begin / 16; g < g_end; g += 2) {
       if (g + 1 < g_end) {
         AmxTile<kType, 2>(parts, dec, cols, layout, act.staging, g, t_end, y + r, w.rows, num_rows);

@@ -193,23 +193,6 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ8_0(const uint8_t* row0, int64_t 
   StoreRows<T>(acc, num_rows, y, y_stride);
 }
 
-// Q4_K / Q5_K: the 8 sub-block scales and 8 mins of the block whose 12-byte scale field is at p
-// (ggml's packing: tensor/quant_ints.h).
-// With the words u0, u1, u2 of the field: scales 0-3 = u0 & 0x3F.., scales 4-7 = (u2 & 0x0F..) |
-// ((u0 >> 6) & 0x03..) << 4, mins 0-3 = u1 & 0x3F.., mins 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6)
-// & 0x03..) << 4, computed in one 128-bit register (4 bytes past the field are read, unused).
-// Returns the 16 bytes scales 0-7, mins 0-7.
-HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
-  const __m128i u = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-  const __m128i low = _mm_and_si128(  // [u0, u2, u1, u2 >> 4] & [low 6, low 4, low 6, low 4]
-      _mm_srlv_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(2, 1, 2, 0)), _mm_set_epi32(4, 0, 0, 0)),
-      _mm_set_epi32(0x0F0F0F0F, 0x3F3F3F3F, 0x0F0F0F0F, 0x3F3F3F3F));
-  const __m128i high = _mm_and_si128(  // bits 6-7 of u0's (u1's) bytes at bits 4-5, lanes 1 and 3
-      _mm_srli_epi32(_mm_shuffle_epi32(u, _MM_SHUFFLE(1, 1, 0, 0)), 2),
-      _mm_set_epi32(0x30303030, 0, 0x30303030, 0));
-  return _mm_or_si128(low, high);
-}
-
 // A vpermb index whose int32 lane j reads int16 number source(j) of a register (its bytes
 // 2 source(j), 2 source(j) + 1) into both of its int16 halves, for madd / dpwssd with int16 pairs.
 // With kBytes, it reads byte source(j) into the low byte of both halves instead (for
