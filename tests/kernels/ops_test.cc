@@ -2,6 +2,7 @@
 #include "kernels/cpu/ops.h"
 
 #include <gtest/gtest.h>
+#include <hwy/targets.h>
 
 #include <algorithm>
 #include <bit>
@@ -21,7 +22,7 @@ float SiluMulDefinition(float g, float u) {
   return g / (1.0f + AttentionExp(std::min(-g, 88.0f))) * u;
 }
 
-// SiluMul (the AVX-512 loop where the CPU has it) gives the definition's bits for every value,
+// SiluMul gives the definition's bits on every SIMD target this CPU runs, for every value,
 // including the clamp at 88, the zero below -87, infinities and NaN, at every tail length.
 TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
   std::vector<float> gate, up;
@@ -37,19 +38,24 @@ TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
     gate.push_back(g);
     up.push_back(1.5f);
   }
-  for (size_t n : {gate.size(), size_t{1}, size_t{15}, size_t{17}}) {
-    std::vector<float> out(gate.begin(), gate.begin() + n);
-    SiluMul(out.data(), up.data(), static_cast<int64_t>(n));
-    for (size_t i = 0; i < n; ++i) {
-      const float want = SiluMulDefinition(gate[i], up[i]);
-      if (std::isnan(want)) {
-        EXPECT_TRUE(std::isnan(out[i])) << i;
-      } else {
-        EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
-            << "gate " << gate[i] << " up " << up[i] << ": " << out[i] << " vs " << want;
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (size_t n : {gate.size(), size_t{1}, size_t{15}, size_t{17}}) {
+      std::vector<float> out(gate.begin(), gate.begin() + n);
+      SiluMul(out.data(), up.data(), static_cast<int64_t>(n));
+      for (size_t i = 0; i < n; ++i) {
+        const float want = SiluMulDefinition(gate[i], up[i]);
+        if (std::isnan(want)) {
+          EXPECT_TRUE(std::isnan(out[i])) << hwy::TargetName(target) << " " << i;
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+              << hwy::TargetName(target) << " gate " << gate[i] << " up " << up[i] << ": "
+              << out[i] << " vs " << want;
+        }
       }
     }
   }
+  hwy::SetSupportedTargetsForTest(0);
 }
 
 // SiLU stays close to the exact function (AttentionExp is within 2 ulp of exp).

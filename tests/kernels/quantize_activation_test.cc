@@ -44,26 +44,31 @@ TEST(QuantizeActivationTest, MatchesStdRoundIncludingTies) {
 }
 
 // The dispatched (SIMD) quantization equals the portable one on special values: NaN, +-inf,
-// huge and subnormal magnitudes, signed zeros, exact ties, an all-zero block.
+// huge and subnormal magnitudes, signed zeros, exact ties, an all-zero block. 20 blocks: the
+// SIMD rows quantize 16 blocks at a time, then the rest one by one.
 TEST(QuantizeActivationTest, SimdEqualsPortableOnSpecialValues) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 1.0f);
   const float specials[] = {std::nanf(""), -std::nanf(""), INFINITY, -INFINITY, 3e38f,
                             -3e38f,        1e-40f,         -1e-40f,  0.0f,      -0.0f,
                             0.5f,          -0.5f,          1.5f,     -2.5f,     126.5f};
+  constexpr int kCols = 640, kBlocks = kCols / 32;
   for (int trial = 0; trial < 500; ++trial) {
-    std::vector<float> x(128);
+    std::vector<float> x(kCols);
     for (float& v : x) v = normal(rng) * (trial % 3 == 0 ? 1e-30f : 1.0f);
-    if (trial % 5 == 1) std::fill(x.begin(), x.begin() + 32, 0.0f);
-    for (int i = 0; i < 1 + trial % 6; ++i)
+    if (trial % 5 == 1) {
+      const int zero_block = static_cast<int>(rng() % kBlocks);
+      std::fill(x.begin() + 32 * zero_block, x.begin() + 32 * (zero_block + 1), 0.0f);
+    }
+    for (int i = 0; i < 1 + trial % 12; ++i)
       x[rng() % x.size()] = specials[rng() % std::size(specials)];
     if (trial % 2 == 0) x[32] = 127.0f;  // scale 1 in block 1: the +-0.5 specials are ties
-    std::vector<int8_t> q(128), want_q(128);
-    std::vector<float> d(4), want_d(4);
-    QuantizeActivationRow(x.data(), 128, q.data(), d.data());
-    internal::QuantizeActivationRowPortable(x.data(), 128, want_q.data(), want_d.data());
+    std::vector<int8_t> q(kCols), want_q(kCols);
+    std::vector<float> d(kBlocks), want_d(kBlocks);
+    QuantizeActivationRow(x.data(), kCols, q.data(), d.data());
+    internal::QuantizeActivationRowPortable(x.data(), kCols, want_q.data(), want_d.data());
     ASSERT_EQ(q, want_q) << "trial " << trial;
-    for (int b = 0; b < 4; ++b) {
+    for (int b = 0; b < kBlocks; ++b) {
       ASSERT_EQ(std::memcmp(&d[b], &want_d[b], 4), 0) << "trial " << trial << " block " << b;
     }
   }

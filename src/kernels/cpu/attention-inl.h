@@ -23,6 +23,7 @@
 #include "hwy/highway.h"
 #include "kernels/cpu/attention_exp.h"
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/exp-inl.h"
 #include "kernels/cpu/kv_dequant.h"
 #include "tensor/quant.h"
 
@@ -42,39 +43,10 @@ constexpr int kPartition = AttentionScratch::kPartition;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // fma(a, b, c) rounded once, on every target.
-HWY_INLINE VF Fma(VF a, VF b, VF c) {
-#if HWY_NATIVE_FMA
-  return hn::MulAdd(a, b, c);
-#else
-  const DF d;
-  HWY_ALIGN float x[kN], y[kN], z[kN];
-  hn::Store(a, d, x);
-  hn::Store(b, d, y);
-  hn::Store(c, d, z);
-  for (size_t i = 0; i < kN; ++i) x[i] = std::fma(x[i], y[i], z[i]);
-  return hn::Load(d, x);
-#endif
-}
+HWY_INLINE VF Fma(VF a, VF b, VF c) { return ExactFma(DF(), a, b, c); }
 
 // AttentionExp (attention_exp.h) lane by lane.
-HWY_INLINE VF Exp(VF x) {
-  namespace e = attention_exp;
-  const DF d;
-  const hn::RebindToSigned<DF> di;
-  const VF round = hn::Set(d, e::kRound);
-  const VF n = hn::Sub(hn::Add(hn::Mul(x, hn::Set(d, e::kLog2e)), round), round);
-  VF r = Fma(n, hn::Set(d, -e::kC1), x);
-  r = Fma(n, hn::Set(d, -e::kC2), r);
-  VF p = Fma(hn::Set(d, e::kP0), r, hn::Set(d, e::kP1));
-  p = Fma(p, r, hn::Set(d, e::kP2));
-  p = Fma(p, r, hn::Set(d, e::kP3));
-  p = Fma(p, r, hn::Set(d, e::kP4));
-  p = Fma(p, r, hn::Set(d, e::kP5));
-  const VF y = hn::Add(Fma(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-  const auto bits = hn::ShiftLeft<23>(hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127)));
-  const VF result = hn::Mul(y, hn::BitCast(d, bits));
-  return hn::IfThenZeroElse(hn::Lt(x, hn::Set(d, e::kMin)), result);
-}
+HWY_INLINE VF Exp(VF x) { return AttentionExpLanes(DF(), x); }
 
 HWY_INLINE float ExpScalar(float x) {
   return hn::GetLane(Exp(hn::Set(DF(), x)));

@@ -15,6 +15,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -50,7 +51,9 @@ void MatMulRows(const WeightMatrix& w, const float* x, const internal::QuantActi
 // QuantizeActivationRow (matmul.h) for this target.
 void QuantizeRow(const float* x, int64_t cols, int8_t* q, float* d) {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  for (int64_t b = 0; b < cols / 32; ++b) X86QuantizeBlock(x + 32 * b, q + 32 * b, d + b);
+  int64_t b = 0;
+  for (; b + 16 <= cols / 32; b += 16) X86Quantize16Blocks(x + 32 * b, q + 32 * b, d + b);
+  for (; b < cols / 32; ++b) X86QuantizeBlock(x + 32 * b, q + 32 * b, d + b);
 #else
   internal::QuantizeActivationRowPortable(x, cols, q, d);
 #endif

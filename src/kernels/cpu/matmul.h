@@ -80,6 +80,8 @@ struct WeightMatrix {
 //     activations (ggml's Q8_K bsums)
 //   staging_: the token-interleaved copy of the three that the AVX-512 VNNI tiles read
 //     (internal::TokenGroups in matmul_portable.h; max_tokens rounded up to 16)
+//   dx_groups_: dx_ of block 32 by token groups for the AMX tiles
+//     (internal::QuantActivations::d_groups; max_tokens rounded up to 16)
 // Not thread-safe: one MatMul at a time per scratch.
 class MatMulScratch {
  public:
@@ -91,6 +93,7 @@ class MatMulScratch {
   float* dx() { return dx_.data(); }
   int16_t* sums() { return sums_.data(); }
   uint8_t* staging() { return staging_.data(); }
+  float* dx_groups() { return dx_groups_.data(); }
 
  private:
   int64_t max_tokens_;
@@ -99,6 +102,7 @@ class MatMulScratch {
   std::vector<float> dx_;
   std::vector<int16_t> sums_;
   std::vector<uint8_t> staging_;
+  std::vector<float> dx_groups_;
 };
 
 // y[t, r] = sum_c W[r, c] * x[t, c] for t < n, r < w.rows, by the scheme above.

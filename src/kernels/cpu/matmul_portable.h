@@ -31,6 +31,10 @@ struct QuantActivations {
   // The AVX3_DL target may use AMX tiles (AmxUsable() and staging prepared; other targets
   // ignore it).
   bool amx = false;
+  // Where the AMX tiles of the 32-value formats run: d by groups of 16 tokens, block-major,
+  // d_groups[(t / 16) * blocks * 16 + b * 16 + t % 16] = d[t * blocks + b] (blocks = cols / 32;
+  // the last group's missing tokens read 0). nullptr otherwise.
+  const float* d_groups = nullptr;
 };
 
 // Whether this CPU and OS run AMX int8 tiles (CPUID, and the kernel granted this process the

@@ -137,21 +137,22 @@ HWY_NOINLINE void FloatTile(const uint8_t* w, int64_t w_stride, int64_t cols, co
 #include "kernels/cpu/matmul_x86_quant-inl.h"
 
 #if HWY_TARGET != HWY_AVX2
-// One block of 32 activations quantized as internal::QuantizeActivationRowPortable does, with
-// the same operations in 16 lanes. NaN: max_ps returns its second operand when either is NaN,
-// so max(|x|, acc) skips a NaN as std::max(acc, |x|) does; a NaN product is zeroed by the
+// Blocks of 32 activations quantized as internal::QuantizeActivationRowPortable does, with the
+// same operations in 16 lanes. NaN: max_ps returns its second operand when either is NaN, so
+// max(|x|, acc) skips a NaN as std::max(acc, |x|) does; a NaN product is zeroed by the
 // ordered mask before rounding. Truncation (roundscale toward zero), the exact |c - t| and
 // the half-away step match the scalar t + away; both then convert exactly to int8.
-HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
+
+// max(|x|, 0) over the 32 values of a block, in 16 lanes.
+HWY_INLINE __m512 X86BlockAbsMax(const float* x) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  const __m512 v0 = _mm512_loadu_ps(x);
-  const __m512 v1 = _mm512_loadu_ps(x + 16);
-  __m512 m = _mm512_max_ps(_mm512_and_ps(v0, abs_mask), _mm512_setzero_ps());
-  m = _mm512_max_ps(_mm512_and_ps(v1, abs_mask), m);
-  const float amax = _mm512_reduce_max_ps(m);
-  const float scale = amax / 127.0f;
-  const float inv = scale != 0.0f ? 1.0f / scale : 0.0f;
-  *d = scale;
+  const __m512 m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x), abs_mask), _mm512_setzero_ps());
+  return _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + 16), abs_mask), m);
+}
+
+// The codes of a block from its 1 / scale (0 for an all-zero block).
+HWY_INLINE void X86QuantizeCodes(const float* x, float inv, int8_t* q) {
+  const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
   const __m512 vinv = _mm512_set1_ps(inv);
   const __m512 lo = _mm512_set1_ps(-127.0f);
   const __m512 hi = _mm512_set1_ps(127.0f);
@@ -159,7 +160,7 @@ HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
   const __m512 one = _mm512_set1_ps(1.0f);
   const __m512 minus_one = _mm512_set1_ps(-1.0f);
   for (int h = 0; h < 2; ++h) {
-    const __m512 v = _mm512_mul_ps(h == 0 ? v0 : v1, vinv);
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + 16 * h), vinv);
     const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
     const __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(v, lo), hi));
     const __m512 t = _mm512_roundscale_ps(c, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
@@ -171,6 +172,49 @@ HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(q + 16 * h),
                      _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(r)));
   }
+}
+
+HWY_INLINE void X86QuantizeBlock(const float* x, int8_t* q, float* d) {
+  const float amax = _mm512_reduce_max_ps(X86BlockAbsMax(x));
+  const float scale = amax / 127.0f;
+  *d = scale;
+  X86QuantizeCodes(x, scale != 0.0f ? 1.0f / scale : 0.0f, q);
+}
+
+// Pairs the lanes of a and b (16 blocks' partial maxima) by `kLanes`-float halves: the max of
+// the two halves of each, a's in the low and b's in the high positions of each 2 * kLanes run.
+template <int kLanes>
+HWY_INLINE __m512 X86FoldPair(__m512 a, __m512 b) {
+  if constexpr (kLanes == 8) {
+    return _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x44), _mm512_shuffle_f32x4(a, b, 0xEE));
+  } else if constexpr (kLanes == 4) {
+    return _mm512_max_ps(_mm512_shuffle_f32x4(a, b, 0x88), _mm512_shuffle_f32x4(a, b, 0xDD));
+  } else if constexpr (kLanes == 2) {
+    return _mm512_max_ps(_mm512_shuffle_ps(a, b, 0x44), _mm512_shuffle_ps(a, b, 0xEE));
+  } else {
+    return _mm512_max_ps(_mm512_shuffle_ps(a, b, 0x88), _mm512_shuffle_ps(a, b, 0xDD));
+  }
+}
+
+// 16 consecutive blocks: the maxima of all 16 in one vector (lane i: block i; max is exact and
+// the lanes hold no NaN, so the order of the folds does not matter), one vector division for
+// the scales and one for their inverses, then the codes block by block.
+HWY_INLINE void X86Quantize16Blocks(const float* x, int8_t* q, float* d) {
+  __m512 m[16];
+  for (int i = 0; i < 16; ++i) m[i] = X86BlockAbsMax(x + 32 * i);
+  for (int i = 0; i < 8; ++i) m[i] = X86FoldPair<8>(m[2 * i], m[2 * i + 1]);
+  for (int i = 0; i < 4; ++i) m[i] = X86FoldPair<4>(m[2 * i], m[2 * i + 1]);
+  for (int i = 0; i < 2; ++i) m[i] = X86FoldPair<2>(m[2 * i], m[2 * i + 1]);
+  // Lane 4 k + j now holds block k + 4 j.
+  const __m512 folded = X86FoldPair<1>(m[0], m[1]);
+  const __m512i order = _mm512_set_epi32(15, 11, 7, 3, 14, 10, 6, 2, 13, 9, 5, 1, 12, 8, 4, 0);
+  const __m512 amax = _mm512_permutexvar_ps(order, folded);
+  const __m512 scale = _mm512_div_ps(amax, _mm512_set1_ps(127.0f));
+  const __mmask16 nonzero = _mm512_cmp_ps_mask(scale, _mm512_setzero_ps(), _CMP_NEQ_UQ);
+  HWY_ALIGN float inv[16];
+  _mm512_store_ps(inv, _mm512_maskz_div_ps(nonzero, _mm512_set1_ps(1.0f), scale));
+  _mm512_storeu_ps(d, scale);
+  for (int i = 0; i < 16; ++i) X86QuantizeCodes(x + 32 * i, inv[i], q + 32 * i);
 }
 
 // One block of 256 activations quantized to Q8_K as QuantizeActivationRowQ8K (matmul.h) does:

@@ -11,9 +11,11 @@
 // weight rows in the lanes, one register per token (kept in registers across all blocks), and a
 // token's results go to y as one contiguous store: no token-interleaved staging, no gather.
 //
-// Tiles: C of block b in tmm(b & 1), A in tmm(2 + (b & 1)), B in tmm(4 + (b & 1)), so the tile
-// unit multiplies one block while the previous one is stored (tiles are not renamed: a load
-// waits for the last multiply reading its register).
+// Tiles: C of block b in tmm(b & 3), A in tmm(4 + (b & 1)), B in tmm(6 + (b & 1)). Stage s
+// multiplies block s, stores C of block s - 2 and runs the f32 chain of block s - 3: four C
+// tiles keep the tile unit busy while a C is stored (tiles are not renamed: a tile written
+// waits for the last instruction reading it), and the chain reads C one stage after its tile
+// store (a vector load of a tile store's bytes waits for the store).
 
 // The B operands and factors of a 16-row tile: b_ops [blocks][8][16][4] int8 (B row k of block
 // b = values 4 k .. 4 k + 3 of each of the 16 rows), d / dmin [blocks][16] f32 (dmin only for
@@ -25,19 +27,18 @@ struct AmxPacked32 {
 };
 
 // Activation rows of the last, partial token group, zero-padded to 16 tokens, laid out as the
-// quantized rows are: q [16][cols] int8, dx [16][cols / 32] f32, sums [16][cols / 16] int16.
+// quantized rows are: q [16][cols] int8, sums [16][cols / 16] int16.
 struct AmxTail32 {
   const int8_t* q;
-  const float* dx;
   const int16_t* sums;
 };
 
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure32() {
   AmxTileConfig cfg;
-  cfg.rows[0] = cfg.rows[1] = cfg.rows[2] = cfg.rows[3] = 16;  // C, A: 16 tokens
-  cfg.rows[4] = cfg.rows[5] = 8;                                // B: 32 values / 4
-  cfg.colsb[0] = cfg.colsb[1] = cfg.colsb[4] = cfg.colsb[5] = 64;
-  cfg.colsb[2] = cfg.colsb[3] = 32;
+  for (int t = 0; t < 8; ++t) {
+    cfg.rows[t] = t < 6 ? 16 : 8;        // C, A: 16 tokens; B: 32 values / 4
+    cfg.colsb[t] = t < 4 || t >= 6 ? 64 : 32;  // A: 32 codes
+  }
   // GCC 12 does not see that ldtilecfg reads all of cfg and drops some of the stores above.
   asm volatile("" : : "r"(&cfg) : "memory");
   _tile_loadconfig(&cfg);
@@ -79,89 +80,136 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxPackDecoded(const DecodedRows& dec, int6
   }
 }
 
-// Loads block b's A (16 token rows of 32 codes) and B into set kSet and multiplies into its C.
-// (The tile intrinsics take literal register numbers.)
+// Loads block b's A (16 token rows of 32 codes) and B into set kSet % 2 and multiplies into C
+// tile kSet. (The tile intrinsics take literal register numbers.)
 template <int kSet>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssue32(const int8_t* a, int64_t cols, const int8_t* b) {
-  if constexpr (kSet == 0) {
-    _tile_loadd(2, a, cols);
-    _tile_loadd(4, b, 64);
-    _tile_dpbssd(0, 2, 4);
+  if constexpr (kSet % 2 == 0) {
+    _tile_loadd(4, a, cols);
+    _tile_loadd(6, b, 64);
   } else {
-    _tile_loadd(3, a, cols);
-    _tile_loadd(5, b, 64);
-    _tile_dpbssd(1, 3, 5);
+    _tile_loadd(5, a, cols);
+    _tile_loadd(7, b, 64);
   }
+  if constexpr (kSet == 0) _tile_dpbssd(0, 4, 6);
+  if constexpr (kSet == 1) _tile_dpbssd(1, 5, 7);
+  if constexpr (kSet == 2) _tile_dpbssd(2, 4, 6);
+  if constexpr (kSet == 3) _tile_dpbssd(3, 5, 7);
 }
 
-// Stores C of set kSet to c[16][16] and zeroes it.
+// Stores C tile kSet to c[16][16] and zeroes it.
 template <int kSet>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxDrain32(int32_t* c) {
   if constexpr (kSet == 0) {
     _tile_stored(0, c, 64);
     _tile_zero(0);
-  } else {
+  } else if constexpr (kSet == 1) {
     _tile_stored(1, c, 64);
     _tile_zero(1);
+  } else if constexpr (kSet == 2) {
+    _tile_stored(2, c, 64);
+    _tile_zero(2);
+  } else {
+    _tile_stored(3, c, 64);
+    _tile_zero(3);
   }
 }
 
-// The f32 chain of block b for 16 tokens: acc[j] lanes = token j's 16 rows.
-template <tensor::DType kType>
+// The 16 accumulators of a token tile, v<j> lanes = token j's 16 rows. Named members, not an
+// array: GCC keeps an array of 16 vectors in memory, these stay in registers.
+struct AmxAcc16 {
+  __m512 v0, v1, v2, v3, v4, v5, v6, v7, v8, v9, v10, v11, v12, v13, v14, v15;
+
+  template <int kJ>
+  HWY_INLINE __m512& Get() {
+    static_assert(kJ >= 0 && kJ < 16);
+    __m512* const v[16] = {&v0, &v1, &v2,  &v3,  &v4,  &v5,  &v6,  &v7,
+                           &v8, &v9, &v10, &v11, &v12, &v13, &v14, &v15};
+    return *v[kJ];
+  }
+};
+
+// The f32 chain of block b for token kJ: acc += (d_w * d_x) * I (+ (dmin_w * d_x) * S).
+// dxg: the group's d_groups, c: block b's C, sums: the group's first row of code sums.
+template <tensor::DType kType, int kJ>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxFinishToken(const AmxPacked32& w, const int32_t* c,
+                                                  const float* dxg, const int16_t* sums,
+                                                  int64_t cols, int64_t b, __m512 dv,
+                                                  __m512& acc) {
+  const __m512 xv = _mm512_set1_ps(dxg[16 * b + kJ]);
+  const __m512 ints = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * kJ));
+  acc = _mm512_fmadd_ps(_mm512_mul_ps(dv, xv), ints, acc);
+  if constexpr (QuantTraits<kType>::kHasMin) {
+    const int16_t* s = sums + kJ * (cols / 16) + 2 * b;
+    const __m512 dm = _mm512_loadu_ps(w.dmin + 16 * b);
+    acc = _mm512_fmadd_ps(_mm512_mul_ps(dm, xv), _mm512_set1_ps(static_cast<float>(s[0] + s[1])),
+                          acc);
+  }
+}
+
+// The f32 chain of block b for the 16 tokens.
+template <tensor::DType kType, size_t... kJ>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxFinish32(const AmxPacked32& w, const int32_t* c,
-                                               const float* dx, const int16_t* sums,
-                                               int64_t cols, int64_t b, __m512 (&acc)[16]) {
-  const int64_t blocks = cols / 32;
+                                               const float* dxg, const int16_t* sums,
+                                               int64_t cols, int64_t b, AmxAcc16& acc,
+                                               std::index_sequence<kJ...>) {
   const __m512 dv = _mm512_loadu_ps(w.d + 16 * b);
-#pragma GCC unroll 16
-  for (int j = 0; j < 16; ++j) {
-    const __m512 xv = _mm512_set1_ps(dx[j * blocks + b]);
-    const __m512 ints = _mm512_cvtepi32_ps(_mm512_load_si512(c + 16 * j));
-    acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dv, xv), ints, acc[j]);
-    if constexpr (QuantTraits<kType>::kHasMin) {
-      const int16_t* s = sums + j * (cols / 16) + 2 * b;
-      const __m512 dm = _mm512_loadu_ps(w.dmin + 16 * b);
-      acc[j] = _mm512_fmadd_ps(_mm512_mul_ps(dm, xv),
-                               _mm512_set1_ps(static_cast<float>(s[0] + s[1])), acc[j]);
-    }
+  (AmxFinishToken<kType, static_cast<int>(kJ)>(w, c, dxg, sums, cols, b, dv, acc.Get<kJ>()),
+   ...);
+}
+
+// The operands of one token tile (see AmxTokenTile).
+struct AmxTileArgs {
+  const AmxPacked32* w;
+  int64_t cols, blocks;
+  const int8_t* q;
+  const float* dxg;
+  const int16_t* sums;
+  int32_t (*c)[256];  // four blocks' C
+};
+
+// Stage s of the pipeline above (kSet = s % 4).
+template <tensor::DType kType, int kSet>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStage32(const AmxTileArgs& t, int64_t s, AmxAcc16& acc) {
+  if (s < t.blocks) AmxIssue32<kSet>(t.q + 32 * s, t.cols, t.w->b_ops + 512 * s);
+  if (s >= 2 && s - 2 < t.blocks) AmxDrain32<(kSet + 2) % 4>(t.c[(s - 2) & 3]);
+  if (s >= 3 && s - 3 < t.blocks) {
+    AmxFinish32<kType>(*t.w, t.c[(s - 3) & 3], t.dxg, t.sums, t.cols, s - 3, acc,
+                       std::make_index_sequence<16>{});
   }
 }
 
-// y rows [0, num_rows) of a tile for tokens [0, num_tokens) of a group of 16: q, dx, sums the
-// group's first activation row (strides cols, cols / 32, cols / 16), y the tile's y[0, 0].
+template <size_t... kJ>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreTokens(AmxAcc16& acc, float* y, int64_t y_stride,
+                                                  int num_rows, int num_tokens,
+                                                  std::index_sequence<kJ...>) {
+  const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
+  ((static_cast<int>(kJ) < num_tokens
+        ? _mm512_mask_storeu_ps(y + kJ * y_stride, rows_mask, acc.Get<kJ>())
+        : void()),
+   ...);
+}
+
+// y rows [0, num_rows) of a tile for tokens [0, num_tokens) of a group of 16: q and sums the
+// group's first activation row (strides cols, cols / 16), dxg the group's d_groups, y the
+// tile's y[0, 0]. C tiles 0-3 are zero on entry and on return.
 template <tensor::DType kType>
 KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTokenTile(const AmxPacked32& w, int64_t cols,
-                                                  const int8_t* q, const float* dx,
+                                                  const int8_t* q, const float* dxg,
                                                   const int16_t* sums, float* y, int64_t y_stride,
                                                   int num_rows, int num_tokens) {
-  const int64_t blocks = cols / 32;
   alignas(64) int32_t c[4][256];
-  __m512 acc[16];
-  for (__m512& a : acc) a = _mm512_setzero_ps();
-  // Block b + 1 is multiplied while block b is stored and the f32 chain of block b - 2 runs: a
-  // vector load of a tile store's bytes waits for the store, so the chain reads C two blocks
-  // after storing it (c holds four blocks).
-  auto issue = [&](auto set, int64_t b) HWY_ATTR {
-    AmxIssue32<decltype(set)::value>(q + 32 * b, cols, w.b_ops + 512 * b);
-  };
-  using Set0 = std::integral_constant<int, 0>;
-  using Set1 = std::integral_constant<int, 1>;
-  issue(Set0{}, 0);
-  for (int64_t b = 0; b < blocks; b += 2) {
-    if (b + 1 < blocks) issue(Set1{}, b + 1);
-    AmxDrain32<0>(c[b & 3]);
-    if (b >= 2) AmxFinish32<kType>(w, c[(b - 2) & 3], dx, sums, cols, b - 2, acc);
-    if (b + 1 < blocks) {
-      if (b + 2 < blocks) issue(Set0{}, b + 2);
-      AmxDrain32<1>(c[(b + 1) & 3]);
-      if (b >= 2) AmxFinish32<kType>(w, c[(b - 1) & 3], dx, sums, cols, b - 1, acc);
-    }
+  const AmxTileArgs t{&w, cols, cols / 32, q, dxg, sums, c};
+  const __m512 zero = _mm512_setzero_ps();
+  AmxAcc16 acc{zero, zero, zero, zero, zero, zero, zero, zero,
+               zero, zero, zero, zero, zero, zero, zero, zero};
+  for (int64_t s = 0; s < t.blocks + 3; s += 4) {
+    AmxStage32<kType, 0>(t, s, acc);
+    AmxStage32<kType, 1>(t, s + 1, acc);
+    AmxStage32<kType, 2>(t, s + 2, acc);
+    AmxStage32<kType, 3>(t, s + 3, acc);
   }
-  for (int64_t b = std::max<int64_t>(0, blocks - 2); b < blocks; ++b) {
-    AmxFinish32<kType>(w, c[b & 3], dx, sums, cols, b, acc);
-  }
-  const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
-  for (int j = 0; j < num_tokens; ++j) _mm512_mask_storeu_ps(y + j * y_stride, rows_mask, acc[j]);
+  AmxStoreTokens(acc, y, y_stride, num_rows, num_tokens, std::make_index_sequence<16>{});
 }
 
 HWY_INLINE uint8_t* AlignUp64(uint8_t* p) {
@@ -182,18 +230,16 @@ HWY_INLINE int8_t* AmxPacked32Buffer(int64_t cols) {
 HWY_INLINE AmxTail32 AmxFillTail32(const internal::QuantActivations& act, int64_t cols,
                                    int64_t t_begin, int64_t t_end) {
   thread_local std::vector<uint8_t> buffer;
-  const int64_t blocks = cols / 32, q_bytes = 16 * cols, dx_bytes = 16 * blocks * 4;
-  const size_t bytes = static_cast<size_t>(q_bytes + dx_bytes + 16 * (cols / 16) * 2);
+  const int64_t q_bytes = 16 * cols;
+  const size_t bytes = static_cast<size_t>(q_bytes + 16 * (cols / 16) * 2);
   if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
   uint8_t* base = AlignUp64(buffer.data());
   std::memset(base, 0, bytes);
   const int64_t count = t_end - t_begin;
   std::memcpy(base, act.q + t_begin * cols, static_cast<size_t>(count * cols));
-  std::memcpy(base + q_bytes, act.d + t_begin * blocks, static_cast<size_t>(count * blocks * 4));
-  std::memcpy(base + q_bytes + dx_bytes, act.sums + t_begin * (cols / 16),
+  std::memcpy(base + q_bytes, act.sums + t_begin * (cols / 16),
               static_cast<size_t>(count * (cols / 16) * 2));
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const float*>(base + q_bytes),
-          reinterpret_cast<const int16_t*>(base + q_bytes + dx_bytes)};
+  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int16_t*>(base + q_bytes)};
 }
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of a 32-value format by AmxTokenTile; the
@@ -215,6 +261,8 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
   AmxConfigure32();
   _tile_zero(0);
   _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
     AmxPacked32 packed{b_ops, own_d, nullptr};
@@ -227,12 +275,13 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
       packed.dmin = dec.dmin;
     }
     for (int64_t t = t_begin; t < full_end; t += 16) {
-      AmxTokenTile<kType>(packed, cols, act.q + t * cols, act.d + t * blocks,
+      AmxTokenTile<kType>(packed, cols, act.q + t * cols, act.d_groups + t * blocks,
                           act.sums + t * (cols / 16), y + t * w.rows + r, w.rows, num_rows, 16);
     }
     if (full_end < t_end) {
-      AmxTokenTile<kType>(packed, cols, tail.q, tail.dx, tail.sums, y + full_end * w.rows + r,
-                          w.rows, num_rows, static_cast<int>(t_end - full_end));
+      AmxTokenTile<kType>(packed, cols, tail.q, act.d_groups + full_end * blocks, tail.sums,
+                          y + full_end * w.rows + r, w.rows, num_rows,
+                          static_cast<int>(t_end - full_end));
     }
   }
   _tile_release();

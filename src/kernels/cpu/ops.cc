@@ -3,12 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#if defined(__x86_64__)
-#include <immintrin.h>
-#endif
-
 #include "core/check.h"
-#include "kernels/cpu/attention_exp.h"
 #include "kernels/cpu/rope_yarn.h"
 #include "tensor/quant.h"
 
@@ -80,64 +75,6 @@ void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
   float cos_sin[kMaxRopeDim];
   RopeAngles(params, pos, cos_sin);
   RopeWith(params, cos_sin, x, num_heads);
-}
-
-namespace {
-
-// The exp argument of SiLU: -g, at most kSiluExpMax (exp stays finite; there silu(g) is -0 or a
-// value of magnitude < 1e-36 either way).
-constexpr float kSiluExpMax = 88.0f;
-
-#if defined(__x86_64__)
-// SiluMul with 16 lanes: AttentionExp's steps (attention_exp.h) on every lane, then the same
-// divide and multiply as the scalar loop. max_ps / min_ps return their second operand when
-// either is NaN, so min(88, -g) keeps a NaN gate's NaN as std::min(-g, 88) does.
-// (GCC 12 warns about the _mm512_undefined_* inside its intrinsics in a function with a target
-// attribute; nothing here is uninitialized.)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-__attribute__((target("avx512f,fma"))) void SiluMulAvx512(float* gate, const float* up,
-                                                          int64_t n) {
-  namespace e = attention_exp;
-  const __m512 round = _mm512_set1_ps(e::kRound);
-  const __m512 one = _mm512_set1_ps(1.0f);
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF)
-                                    : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 g = _mm512_maskz_loadu_ps(m, gate + i);
-    const __m512 x = _mm512_min_ps(_mm512_set1_ps(kSiluExpMax), _mm512_sub_ps(_mm512_setzero_ps(), g));
-    const __m512 k = _mm512_sub_ps(_mm512_add_ps(_mm512_mul_ps(x, _mm512_set1_ps(e::kLog2e)), round), round);
-    __m512 r = _mm512_fmadd_ps(k, _mm512_set1_ps(-e::kC1), x);
-    r = _mm512_fmadd_ps(k, _mm512_set1_ps(-e::kC2), r);
-    __m512 p = _mm512_fmadd_ps(_mm512_set1_ps(e::kP0), r, _mm512_set1_ps(e::kP1));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP2));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP3));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP4));
-    p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(e::kP5));
-    const __m512 y = _mm512_add_ps(_mm512_fmadd_ps(p, _mm512_mul_ps(r, r), r), one);
-    const __m512i bits =
-        _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
-    const __m512 ex = _mm512_maskz_mul_ps(
-        _mm512_cmp_ps_mask(x, _mm512_set1_ps(e::kMin), _CMP_NLT_UQ), y, _mm512_castsi512_ps(bits));
-    const __m512 out =
-        _mm512_mul_ps(_mm512_div_ps(g, _mm512_add_ps(one, ex)), _mm512_maskz_loadu_ps(m, up + i));
-    _mm512_mask_storeu_ps(gate + i, m, out);
-  }
-}
-#pragma GCC diagnostic pop
-#endif
-
-}  // namespace
-
-void SiluMul(float* gate, const float* up, int64_t n) {
-#if defined(__x86_64__)
-  static const bool avx512 = __builtin_cpu_supports("avx512f");
-  if (avx512) return SiluMulAvx512(gate, up, n);
-#endif
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = gate[i];
-    gate[i] = g / (1.0f + AttentionExp(std::min(-g, kSiluExpMax))) * up[i];
-  }
 }
 
 void SwigluOaiMul(float* gate, const float* up, int64_t n) {

@@ -63,7 +63,8 @@ bool SameRopeAngles(const RopeParams& a, const RopeParams& b);
 
 // gate[i] = silu(gate[i]) * up[i] = gate[i] / (1 + exp(-gate[i])) * up[i], i in [0, n), with
 // exp = AttentionExp (attention_exp.h: a fixed sequence of float operations) of min(-gate[i], 88),
-// so the AVX-512 loop and the scalar loop give the same bits.
+// evaluated by the attention kernels' vector exp (exp-inl.h), so every SIMD target gives the same
+// bits (silu.cc).
 void SiluMul(float* gate, const float* up, int64_t n);
 
 // gpt-oss's clamped SwiGLU (ggml's swiglu_oai, alpha 1.702, limit 7), i in [0, n):
