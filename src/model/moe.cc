@@ -176,12 +176,15 @@ MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
       slot(t * c.top_k),
       cursor(c.num_experts),
       in(t * c.top_k * dim),
-      gate(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
-      up(t * std::max(c.top_k * c.expert_ffn_dim, c.shared_ffn_dim)),
+      gate(t * c.top_k * c.expert_ffn_dim),
+      up(t * c.top_k * c.expert_ffn_dim),
       out(t * c.top_k * dim),
       shared_gate(t),
+      shared_g(t * c.shared_ffn_dim),
+      shared_u(t * c.shared_ffn_dim),
+      shared_out(c.shared_ffn_dim > 0 ? t * dim : 0),
       dim(dim),
-      expert_ffn(c.expert_ffn_dim) {}
+      lane_cols(std::max({dim, c.expert_ffn_dim, c.shared_ffn_dim})) {}
 
 void RouteToken(const MoeConfig& c, const float* selection_bias, const float* logits,
                 int32_t* chosen, float* weights) {
@@ -308,12 +311,23 @@ void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* 
             buf.out.data() + first * dim, scratch, pool);
 }
 
-// Every active expert of a step of n tokens (grouped by GroupByExpert). A few-token step with
-// enough active experts gives each expert to one thread whole (claimed in index order by the
-// pool's range indices, each with its own scratch and a serial pool): no barrier per matmul,
-// and no expert's 1-3 rows split into tiny ranges. Otherwise each expert in turn, its rows
-// split over the pool. Either way every row's value is the matmul's function of its input
-// alone (kernels/cpu/matmul.h), so the bits do not depend on the path or the thread count.
+// The shared experts (when the layer has them) over the n rows of xb: buf.shared_out, and
+// their gate's logits in buf.shared_gate.
+void RunShared(const MoeWeights& w, const MoeConfig& c, int64_t n, const float* xb,
+               MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+  if (c.shared_ffn_dim == 0) return;
+  ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, {}, c.activation, xb, n,
+            buf.shared_g.data(), buf.shared_u.data(), buf.shared_out.data(), scratch, pool);
+  if (c.shared_gate) kernels::MatMul(w.shared_gate, xb, n, buf.shared_gate.data(), pool, scratch);
+}
+
+// Every active expert of a step of n tokens (grouped by GroupByExpert), and the shared experts.
+// A few-token step with enough active experts gives each expert to one thread whole (the
+// shared experts first, then the routed ones in index order, claimed by the pool's range
+// indices, each with its own scratch and a serial pool): no barrier per matmul, and no expert's
+// 1-3 rows split into tiny ranges. Otherwise each expert in turn, its rows split over the pool.
+// Either way every row's value is the matmul's function of its input alone
+// (kernels/cpu/matmul.h), so the bits do not depend on the path or the thread count.
 void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float* xb,
                 MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int threads = pool.num_threads();
@@ -321,17 +335,22 @@ void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float*
   for (int64_t e = 0; e < c.num_experts; ++e) active += buf.offsets[e + 1] > buf.offsets[e];
   if (threads == 1 || n > kWholeExpertMaxTokens || active < kWholeExpertsPerThread * threads) {
     for (int64_t e = 0; e < c.num_experts; ++e) RunExpert(w, c, e, xb, buf, scratch, pool);
+    RunShared(w, c, n, xb, buf, scratch, pool);
     return;
   }
   while (std::ssize(buf.lanes) < threads) {
-    buf.lanes.push_back(std::make_unique<MoeBuffers::Lane>(
-        kWholeExpertMaxTokens, std::max(buf.dim, buf.expert_ffn)));
+    buf.lanes.push_back(std::make_unique<MoeBuffers::Lane>(kWholeExpertMaxTokens, buf.lane_cols));
   }
+  const int64_t shared = c.shared_ffn_dim > 0 ? 1 : 0;  // unit 0 when there are shared experts
   std::atomic<int64_t> next{0};
   pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int lane) {
     MoeBuffers::Lane& l = *buf.lanes[lane];
-    for (int64_t e; (e = next.fetch_add(1, std::memory_order_relaxed)) < c.num_experts;) {
-      RunExpert(w, c, e, xb, buf, l.scratch, l.serial);
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < shared + c.num_experts;) {
+      if (i < shared) {
+        RunShared(w, c, n, xb, buf, l.scratch, l.serial);
+      } else {
+        RunExpert(w, c, i - shared, xb, buf, l.scratch, l.serial);
+      }
     }
   });
 }
@@ -352,10 +371,11 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
                  buf.chosen.data() + t * k_count, buf.weights.data() + t * k_count);
     }
   });
-  // 2. Each active expert once over all of its rows.
+  // 2. Each active expert once over all of its rows, and the shared experts.
   GroupByExpert(c, n, buf);
   RunExperts(w, c, n, act.xb.data(), buf, scratch, pool);
-  // 3. y = sum_k w_k * expert_k(n), k in order (act.proj).
+  // 3. y = sum_k w_k * expert_k(n), k in order, then + the shared experts (* sigmoid(their
+  // gate) when they have one), in act.proj.
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       float* y = act.proj.data() + t * dim;
@@ -368,28 +388,17 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
           for (int64_t d = 0; d < dim; ++d) y[d] += o[d] * wk;
         }
       }
+      if (c.shared_ffn_dim == 0) continue;
+      const float* s = buf.shared_out.data() + t * dim;
+      if (c.shared_gate) {
+        const float g = 1.0f / (1.0f + std::exp(-buf.shared_gate[t]));
+        for (int64_t d = 0; d < dim; ++d) y[d] += s[d] * g;
+      } else {
+        for (int64_t d = 0; d < dim; ++d) y[d] += s[d];
+      }
     }
   });
-  // 4. Shared experts, then the residual.
-  if (c.shared_ffn_dim > 0) {
-    ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, {}, c.activation,
-              act.xb.data(), n, buf.gate.data(), buf.up.data(), buf.out.data(), scratch, pool);
-    if (c.shared_gate) {
-      kernels::MatMul(w.shared_gate, act.xb.data(), n, buf.shared_gate.data(), pool, scratch);
-    }
-    pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
-      for (size_t t = begin; t < end; ++t) {
-        const float* s = buf.out.data() + t * dim;
-        const float g = c.shared_gate ? 1.0f / (1.0f + std::exp(-buf.shared_gate[t])) : 1.0f;
-        float* y = act.proj.data() + t * dim;
-        if (c.shared_gate) {
-          for (int64_t d = 0; d < dim; ++d) y[d] += s[d] * g;
-        } else {
-          for (int64_t d = 0; d < dim; ++d) y[d] += s[d];
-        }
-      }
-    });
-  }
+  // 4. The residual.
   kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
 }
 

@@ -74,19 +74,21 @@ struct MoeBuffers {
   std::vector<int32_t> slot;       // (T * top_k): t * top_k + k -> sorted row
   std::vector<int32_t> cursor;     // (E): counting-sort cursors
   std::vector<float> in;           // (T * top_k, dim): gathered inputs, by expert
-  std::vector<float> gate, up;     // (T * top_k, max(ffn, shared ffn))
+  std::vector<float> gate, up;     // (T * top_k, ffn): by expert, as `in`
   std::vector<float> out;          // (T * top_k, dim): expert outputs, by expert
   std::vector<float> shared_gate;  // (T)
+  std::vector<float> shared_g, shared_u;  // (T, shared ffn): the shared experts' gate and up
+  std::vector<float> shared_out;          // (T, dim): the shared experts' output
   // Whole-expert lanes of a few-token step (MoeFfnBlock): one serial pool and one matmul
-  // scratch (kWholeExpertMaxTokens rows, max(dim, expert ffn) columns) per range index of the
-  // caller's pool, made by the first such step with that many threads.
+  // scratch (kWholeExpertMaxTokens rows, lane_cols = max(dim, expert ffn, shared ffn) columns)
+  // per range index of the caller's pool, made by the first such step with that many threads.
   struct Lane {
     Lane(int64_t tokens, int64_t cols) : scratch(tokens, cols) {}
     ThreadPool serial{1};
     kernels::MatMulScratch scratch;
   };
   std::vector<std::unique_ptr<Lane>> lanes;
-  int64_t dim = 0, expert_ffn = 0;
+  int64_t dim = 0, lane_cols = 0;
 };
 
 // Steps of at most this many tokens run each active expert on one thread (whole experts
