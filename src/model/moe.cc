@@ -239,9 +239,9 @@ void RouteToken(const MoeConfig& c, const float* selection_bias, const float* lo
 
 namespace {
 
-// Sorts the n * top_k (token, k) rows by expert (stable: token order within an expert) and
-// gathers their inputs. buf.offsets[e] .. offsets[e + 1] are expert e's sorted rows.
-void GroupByExpert(const MoeConfig& c, int64_t n, int64_t dim, const float* xb, MoeBuffers& buf) {
+// Sorts the n * top_k (token, k) rows by expert (stable: token order within an expert).
+// buf.offsets[e] .. offsets[e + 1] are expert e's sorted rows (RunExpert gathers their inputs).
+void GroupByExpert(const MoeConfig& c, int64_t n, MoeBuffers& buf) {
   const int64_t k_count = c.top_k;
   std::fill(buf.offsets.begin(), buf.offsets.end(), 0);
   for (int64_t i = 0; i < n * k_count; ++i) ++buf.offsets[buf.chosen[i] + 1];
@@ -251,10 +251,6 @@ void GroupByExpert(const MoeConfig& c, int64_t n, int64_t dim, const float* xb, 
     const int32_t r = buf.cursor[buf.chosen[i]]++;
     buf.order[r] = static_cast<int32_t>(i);
     buf.slot[i] = r;
-  }
-  for (int64_t r = 0; r < n * k_count; ++r) {
-    const int64_t t = buf.order[r] / k_count;
-    std::copy_n(xb + t * dim, dim, buf.in.data() + r * dim);
   }
 }
 
@@ -292,13 +288,17 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
   AddBias(bias.down, out, rows, down.rows);
 }
 
-// Expert e over its sorted rows of buf.in: buf.out at the same rows; its gate / up rows at
-// the same positions of buf.gate / buf.up (ffn values each), so experts may run at once.
-void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, MoeBuffers& buf,
-               kernels::MatMulScratch& scratch, ThreadPool& pool) {
+// Expert e over its sorted rows: their inputs (rows of xb) gathered into buf.in, the outputs
+// in buf.out at the same rows, its gate / up rows at the same positions of buf.gate / buf.up
+// (ffn values each), so experts may run at once.
+void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* xb,
+               MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
   if (rows == 0) return;
   const int64_t dim = buf.dim, ffn = c.expert_ffn_dim;
+  for (int64_t r = first; r < first + rows; ++r) {
+    std::copy_n(xb + buf.order[r] / c.top_k * dim, dim, buf.in.data() + r * dim);
+  }
   ExpertBiases bias;
   if (c.biases) {
     bias = {w.gate_bias + e * ffn, w.up_bias + e * ffn, w.down_bias + e * dim};
@@ -314,13 +314,13 @@ void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, MoeBuffers& b
 // and no expert's 1-3 rows split into tiny ranges. Otherwise each expert in turn, its rows
 // split over the pool. Either way every row's value is the matmul's function of its input
 // alone (kernels/cpu/matmul.h), so the bits do not depend on the path or the thread count.
-void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, MoeBuffers& buf,
-                kernels::MatMulScratch& scratch, ThreadPool& pool) {
+void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float* xb,
+                MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int threads = pool.num_threads();
   int64_t active = 0;
   for (int64_t e = 0; e < c.num_experts; ++e) active += buf.offsets[e + 1] > buf.offsets[e];
   if (threads == 1 || n > kWholeExpertMaxTokens || active < kWholeExpertsPerThread * threads) {
-    for (int64_t e = 0; e < c.num_experts; ++e) RunExpert(w, c, e, buf, scratch, pool);
+    for (int64_t e = 0; e < c.num_experts; ++e) RunExpert(w, c, e, xb, buf, scratch, pool);
     return;
   }
   while (std::ssize(buf.lanes) < threads) {
@@ -331,7 +331,7 @@ void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, MoeBuffers& 
   pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int lane) {
     MoeBuffers::Lane& l = *buf.lanes[lane];
     for (int64_t e; (e = next.fetch_add(1, std::memory_order_relaxed)) < c.num_experts;) {
-      RunExpert(w, c, e, buf, l.scratch, l.serial);
+      RunExpert(w, c, e, xb, buf, l.scratch, l.serial);
     }
   });
 }
@@ -353,8 +353,8 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
     }
   });
   // 2. Each active expert once over all of its rows.
-  GroupByExpert(c, n, dim, act.xb.data(), buf);
-  RunExperts(w, c, n, buf, scratch, pool);
+  GroupByExpert(c, n, buf);
+  RunExperts(w, c, n, act.xb.data(), buf, scratch, pool);
   // 3. y = sum_k w_k * expert_k(n), k in order (act.proj).
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {

@@ -75,8 +75,7 @@ void QuantizeRowQ8K(const float* x, int64_t cols, int8_t* q, float* d, int16_t* 
 // of the formats with gemv tiles take those (they read the plain activation rows).
 int64_t TokenGroupMinTokens(tensor::DType t) {
 #if HWY_TARGET == HWY_AVX3_DL
-  const int64_t gemv = t == tensor::DType::kMXFP4 ? kGemvMxfp4MaxTokens : GemvMaxTokens(t);
-  return std::max<int64_t>(kTokenGroupMinTokens, gemv + 1);
+  return std::max<int64_t>(kTokenGroupMinTokens, GemvMaxTokens(t) + 1);
 #else
   (void)t;
   return 0;

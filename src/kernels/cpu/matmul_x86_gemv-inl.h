@@ -368,14 +368,17 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
   StoreRows<T>(acc, num_rows, y, y_stride);
 }
 
-// Batches of at most this many tokens of format t take the gemv rows; 0: t has none. Measured
-// against the token-group tiles that MatMul runs for more tokens (AMX from 16), one thread,
-// expert-sized matrices (BM_ExpertMatMul in bench/matmul_bench.cc, docs/PERFORMANCE.md): the
-// K formats cross over at about 12 tokens, Q8_0 (one dpbusd per 64 values between reductions)
-// at about 8.
+// Batches of at most this many tokens of format t take the gemv rows (GemvRows); 0: t has
+// none. Measured against the token-group tiles that MatMul runs for more tokens (AMX from 16),
+// one thread, expert-sized matrices (BM_ExpertMatMul in bench/matmul_bench.cc,
+// docs/PERFORMANCE.md): the K formats cross over at about 12 tokens, Q8_0 (one dpbusd per 64
+// values between reductions) at about 8. MXFP4 (matmul_x86_gemv_mxfp4-inl.h: passes of up to 8
+// tokens over each tile) beats the row tiles up to AMX's 16 (gpt-oss small's experts, one
+// thread: 1.5x at 2 tokens, 1.7-1.8x at 6-8; 8 tokens cost 3x one).
 constexpr int GemvMaxTokens(tensor::DType t) {
   using tensor::DType;
   if (t == DType::kQ8_0) return 8;
+  if (t == DType::kMXFP4) return 15;
   return t == DType::kQ4_K || t == DType::kQ5_K || t == DType::kQ6_K ? kGemvMaxTokens : 0;
 }
 template <tensor::DType kType>
@@ -405,7 +408,7 @@ KVSERVE_MATMUL_VNNI void GemvRowsT(const WeightMatrix& w, const GemvTokens& tok,
 }
 
 // Rows [row_begin, row_end) of a kHasGemv format for tokens [0, n), n <= GemvMaxTokens(kType):
-// one pass over the rows for all n tokens.
+// one pass over the rows for all n tokens (MXFP4: GemvRowsMxfp4, which QuantRows calls).
 template <tensor::DType kType, int T = kGemvMaxTokens>
 KVSERVE_MATMUL_VNNI void GemvRows(const WeightMatrix& w, const internal::QuantActivations& act,
                                   int64_t n, float* y, int64_t row_begin, int64_t row_end) {

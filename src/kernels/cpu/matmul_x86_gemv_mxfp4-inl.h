@@ -155,11 +155,6 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
 
 // Tokens per pass of GemvRowsMxfp4 over a 16-row tile.
 inline constexpr int64_t kGemvMxfp4PassTokens = 8;
-// Batches of at most this many tokens take GemvRowsMxfp4: a mixture of experts' decode step gives
-// each expert a few tokens, and below AMX's 16 these rows beat the row tiles (matmul_bench,
-// gpt-oss small's experts, one thread: 1.5x at 2 tokens, 1.7-1.8x at 6-8; 8 tokens cost 3x one).
-inline constexpr int64_t kGemvMxfp4MaxTokens = 15;
-
 // y[t, r] for rows [row_begin, row_end) and tokens [t_begin, t_end) of an MXFP4 matrix, 16 rows
 // at a time: one token by GemvTileMxfp4, more by GemvTileMxfp4Lanes, up to kGemvMxfp4PassTokens
 // per pass (the tile stays in L1 between passes).

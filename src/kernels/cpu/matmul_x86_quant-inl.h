@@ -478,8 +478,8 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 // time (a short last tile computes the missing rows from stale data and discards them), then
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
 // kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
-// up to GemvMaxTokens tokens (decode) of the kHasGemv formats to GemvRows and MXFP4 batches of
-// up to kGemvMxfp4MaxTokens to GemvRowsMxfp4, which read the blocks in place.
+// and up to GemvMaxTokens tokens (decode; a mixture of experts' experts) of the kHasGemv
+// formats to GemvRows, which read the blocks in place.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -489,10 +489,13 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
   if (act.amx) return AmxRows<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
   if constexpr (kHasGemv<kType>) {
     // t_begin = 0, t_end = n here: ChunkTokens is at least 16.
-    if (n <= GemvMaxTokens(kType)) return GemvRows<kType>(w, act, n, y, row_begin, row_end);
-  }
-  if constexpr (kType == tensor::DType::kMXFP4) {
-    if (n <= kGemvMxfp4MaxTokens) return GemvRowsMxfp4(w, act, y, row_begin, row_end, t_begin, t_end);
+    if (n <= GemvMaxTokens(kType)) {
+      if constexpr (kType == tensor::DType::kMXFP4) {
+        return GemvRowsMxfp4(w, act, y, row_begin, row_end, 0, n);
+      } else {
+        return GemvRows<kType>(w, act, n, y, row_begin, row_end);
+      }
+    }
   }
 #endif
   const int64_t cols = w.cols;
