@@ -96,6 +96,19 @@ const float* BindOptionalVector(const gguf::GgufFile& file, const std::string& n
   return bind ? BindVector(file, name) : nullptr;
 }
 
+// The residual: x (rows, dim) += proj (rows, dim), element by element (the same bits however the
+// rows are split); batches of more than kResidualGrain rows over the pool, fewer inline.
+constexpr size_t kResidualGrain = 16;
+void AddResidualRows(float* x, const float* proj, int64_t rows, int64_t dim, ThreadPool& pool) {
+  pool.ParallelFor(
+      static_cast<size_t>(rows),
+      [&](size_t begin, size_t end, int) {
+        kernels::AddInPlace(x + begin * dim, proj + begin * dim,
+                            static_cast<int64_t>(end - begin) * dim);
+      },
+      kResidualGrain);
+}
+
 // rows x (cols) += bias (cols) for every row.
 void AddBiasRows(float* x, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t t = 0; t < rows; ++t) kernels::AddInPlace(x + t * cols, bias, cols);
@@ -224,7 +237,7 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
   if (w.post_norm != nullptr) {
     NormRows(w.post_norm, act.proj.data(), act.proj.data(), n, dim, layer.eps, pool);
   }
-  kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
+  AddResidualRows(act.x.data(), act.proj.data(), n, dim, pool);
 }
 
 FfnWeights BindFfn(const gguf::GgufFile& file, int layer) {
@@ -280,7 +293,7 @@ void GatedFfnBlock(const FfnWeights& w, float eps, int64_t n, Activations& act,
   if (w.post_norm != nullptr) {
     NormRows(w.post_norm, act.proj.data(), act.proj.data(), n, dim, eps, pool);
   }
-  kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
+  AddResidualRows(act.x.data(), act.proj.data(), n, dim, pool);
 }
 
 void Logits(const Batch& batch, const TokenRows& rows, const float* norm, float eps,

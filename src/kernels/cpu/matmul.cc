@@ -44,6 +44,8 @@ constexpr int64_t kChunksPerThread = 8;
 constexpr int64_t kParallelQuantizeTokens = 8;
 // Batches of at least this many tokens use the AMX tiles where AmxUsable().
 constexpr int64_t kAmxMinTokens = 16;
+// AMX batches of fewer tokens than this claim several row tiles at a time (RunRows).
+constexpr int64_t kAmxClaimTokens = 256;
 
 std::atomic<bool> amx_disabled_for_test{false};
 
@@ -76,6 +78,7 @@ struct MatMulArgs {
   uint8_t* staging;              // token groups, or nullptr when the target reads none
   internal::TokenGroups groups;
   float* dx_groups = nullptr;    // QuantActivations::d_groups, or nullptr
+  int8_t* qx_groups = nullptr;   // QuantActivations::q_groups, or nullptr
   bool amx = false;              // QuantActivations::amx
   bool sums_needed = true;       // the 32-value formats' code sums (QuantizeActivations)
   int64_t chunk = 0;             // rows per claim
@@ -105,7 +108,11 @@ void QuantizeActivations(const MatMulArgs& a, size_t begin, size_t end) {
       if (a.sums_needed) internal::SumActivationCodes(q, cols, sums);
       if (a.dx_groups != nullptr) {
         float* g = a.dx_groups + (t / 16) * (cols / 32) * 16 + t % 16;
-        for (int64_t b = 0; b < cols / 32; ++b) g[16 * b] = d[b];
+        int8_t* gq = a.qx_groups + (t / 16) * 16 * cols + (t % 16) * 32;
+        for (int64_t b = 0; b < cols / 32; ++b) {
+          g[16 * b] = d[b];
+          std::memcpy(gq + 512 * b, q + 32 * b, 32);
+        }
       }
     }
   }
@@ -131,6 +138,7 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
       dx_(static_cast<size_t>(max_tokens * ((max_cols + 31) / 32))),
       sums_(static_cast<size_t>(max_tokens * ((max_cols + 15) / 16))),
       staging_(static_cast<size_t>(internal::TokenGroups::BytesFor(max_tokens, max_cols))),
+      qx_groups_(static_cast<size_t>((max_tokens + 15) / 16 * 16 * max_cols)),
       dx_groups_(static_cast<size_t>((max_tokens + 15) / 16 * 16 * ((max_cols + 31) / 32))) {
   CHECK_GE(max_tokens, 1);
   CHECK_GE(max_cols, 1);
@@ -198,15 +206,20 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
     args.staging = scratch.staging();
     args.groups = {w.cols, block, (n + 15) / 16};
   }
-  if (amx32) args.dx_groups = scratch.dx_groups();
+  if (amx32) {
+    args.dx_groups = scratch.dx_groups();
+    args.qx_groups = scratch.qx_groups();
+  }
   if (done.x == args.x && done.n == n && done.cols == w.cols && done.block == block &&
       (done.sums || !args.sums_needed) && done.staging == staging && done.amx == args.amx) {
     return;
   }
   if (amx32 && n % 16 != 0) {  // the last group's missing tokens
     float* last = args.dx_groups + n / 16 * (w.cols / 32) * 16;
+    int8_t* last_q = args.qx_groups + n / 16 * 16 * w.cols;
     for (int64_t b = 0; b < w.cols / 32; ++b) {
       std::fill(last + 16 * b + n % 16, last + 16 * (b + 1), 0.0f);
+      std::fill(last_q + 512 * b + 32 * (n % 16), last_q + 512 * (b + 1), int8_t{0});
     }
   }
   if (n < kParallelQuantizeTokens) {
@@ -234,18 +247,22 @@ void RunRows(MatMulArgs& args, ThreadPool& pool) {
   // computed the same way whichever thread claims its row.
   const int64_t threads = pool.num_threads();
   const WeightMatrix& w = *args.w;
-  // AMX batches claim one row tile at a time: a tile of all n tokens is long enough (about
-  // 20 us for 512 tokens and 768 columns) that the claims cost nothing, and the threads finish
-  // within one tile of each other.
+  // AMX batches claim one row tile at a time from kAmxClaimTokens tokens on: a tile of all n
+  // tokens is long enough (about 20 us for 512 tokens and 768 columns) that the claims cost
+  // nothing, and the threads finish within one tile of each other. Shorter batches (a 16-token
+  // decode step: about 1 us a tile) claim tiles for about kAmxClaimTokens tokens at a time, so
+  // that each claim's tile setup is not paid per 16 rows (measured: 13% of a 32000 x 768 Q6_K
+  // matmul of 16 tokens).
+  const int64_t spread = std::max<int64_t>(
+      kRowGrain, (w.rows + threads * kChunksPerThread - 1) / (threads * kChunksPerThread) /
+                     kRowGrain * kRowGrain);
   args.chunk =
-      args.amx ? kRowGrain
-               : std::max<int64_t>(kRowGrain, (w.rows + threads * kChunksPerThread - 1) /
-                                                  (threads * kChunksPerThread) / kRowGrain *
-                                                  kRowGrain);
+      args.amx ? std::min(spread, kRowGrain * std::max<int64_t>(1, kAmxClaimTokens / args.n))
+               : spread;
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
-    const internal::QuantActivations act{a->qx, a->dx, a->sums, a->staging, a->amx,
-                                         a->dx_groups};
+    const internal::QuantActivations act{a->qx,  a->dx,        a->sums,     a->staging,
+                                         a->amx, a->dx_groups, a->qx_groups};
     for (int64_t begin; (begin = a->next.fetch_add(a->chunk, std::memory_order_relaxed)) < rows;) {
       HWY_DYNAMIC_DISPATCH(MatMulRows)
       (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));

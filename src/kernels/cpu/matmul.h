@@ -80,8 +80,8 @@ struct WeightMatrix {
 //     activations (ggml's Q8_K bsums)
 //   staging_: the token-interleaved copy of the three that the AVX-512 VNNI tiles read
 //     (internal::TokenGroups in matmul_portable.h; max_tokens rounded up to 16)
-//   dx_groups_: dx_ of block 32 by token groups for the AMX tiles
-//     (internal::QuantActivations::d_groups; max_tokens rounded up to 16)
+//   qx_groups_, dx_groups_: qx_ and dx_ of block 32 by token groups for the AMX tiles
+//     (internal::QuantActivations::q_groups, d_groups; max_tokens rounded up to 16)
 // Not thread-safe: one MatMul at a time per scratch.
 class MatMulScratch {
  public:
@@ -93,6 +93,7 @@ class MatMulScratch {
   float* dx() { return dx_.data(); }
   int16_t* sums() { return sums_.data(); }
   uint8_t* staging() { return staging_.data(); }
+  int8_t* qx_groups() { return qx_groups_.data(); }
   float* dx_groups() { return dx_groups_.data(); }
 
  private:
@@ -102,6 +103,7 @@ class MatMulScratch {
   std::vector<float> dx_;
   std::vector<int16_t> sums_;
   std::vector<uint8_t> staging_;
+  std::vector<int8_t> qx_groups_;
   std::vector<float> dx_groups_;
 };
 

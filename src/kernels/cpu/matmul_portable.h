@@ -35,6 +35,10 @@ struct QuantActivations {
   // d_groups[(t / 16) * blocks * 16 + b * 16 + t % 16] = d[t * blocks + b] (blocks = cols / 32;
   // the last group's missing tokens read 0). nullptr otherwise.
   const float* d_groups = nullptr;
+  // q the same way: q_groups[(t / 16) * 16 * cols + b * 512 + (t % 16) * 32 + i] =
+  // q[t * cols + 32 * b + i] (the 16 tokens' codes of block b in one run; the last group's
+  // missing tokens read 0). nullptr where d_groups is.
+  const int8_t* q_groups = nullptr;
 };
 
 // Whether this CPU and OS run AMX int8 tiles (CPUID, and the kernel granted this process the

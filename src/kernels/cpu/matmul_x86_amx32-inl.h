@@ -4,12 +4,12 @@
 // the K formats' AmxRowsK), AVX3_DL target only; see matmul.h for the scheme.
 //
 // Tokens are the A operand: a tile C of 16 tokens x 16 weight rows is A (16 tokens x 32 codes of
-// one block, read in place from the quantized activation rows, `cols` bytes apart) times B (the
+// one block: one 512-byte run of QuantActivations::q_groups) times B (the
 // block's 32 values of the 16 rows as int8, 8 rows of [16 weight rows][4], packed once per row
 // tile). tdpbssd forms I_b exactly; M_b (Q4_1 / Q5_1) is S_b, the token's code sum of the block.
 // Row j of C holds token j's 16 output rows, so the f32 chain of the scheme runs with the 16
 // weight rows in the lanes, one register per token (kept in registers across all blocks), and a
-// token's results go to y as one contiguous store: no token-interleaved staging, no gather.
+// token's results go to y as one contiguous store: no gather.
 //
 // Tiles: C of block b in tmm(b & 3), A in tmm(4 + (b & 1)), B in tmm(6 + (b & 1)). Stage s
 // multiplies block s, stores C of block s - 2 and runs the f32 chain of block s - 3: four C
@@ -24,13 +24,6 @@ struct AmxPacked32 {
   int8_t* b_ops;
   const float* d;
   const float* dmin;
-};
-
-// Activation rows of the last, partial token group, zero-padded to 16 tokens, laid out as the
-// quantized rows are: q [16][cols] int8, sums [16][cols / 16] int16.
-struct AmxTail32 {
-  const int8_t* q;
-  const int16_t* sums;
 };
 
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure32() {
@@ -171,7 +164,7 @@ struct AmxTileArgs {
 // Stage s of the pipeline above (kSet = s % 4).
 template <tensor::DType kType, int kSet>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxStage32(const AmxTileArgs& t, int64_t s, AmxAcc16& acc) {
-  if (s < t.blocks) AmxIssue32<kSet>(t.q + 32 * s, t.cols, t.w->b_ops + 512 * s);
+  if (s < t.blocks) AmxIssue32<kSet>(t.q + 512 * s, 32, t.w->b_ops + 512 * s);
   if (s >= 2 && s - 2 < t.blocks) AmxDrain32<(kSet + 2) % 4>(t.c[(s - 2) & 3]);
   if (s >= 3 && s - 3 < t.blocks) {
     AmxFinish32<kType>(*t.w, t.c[(s - 3) & 3], t.dxg, t.sums, t.cols, s - 3, acc,
@@ -190,8 +183,8 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreTokens(AmxAcc16& acc, float* y, int64
    ...);
 }
 
-// y rows [0, num_rows) of a tile for tokens [0, num_tokens) of a group of 16: q and sums the
-// group's first activation row (strides cols, cols / 16), dxg the group's d_groups, y the
+// y rows [0, num_rows) of a tile for tokens [0, num_tokens) of a group of 16: q and dxg the
+// group's q_groups and d_groups, sums its first row of code sums (stride cols / 16), y the
 // tile's y[0, 0]. C tiles 0-3 are zero on entry and on return.
 template <tensor::DType kType>
 KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTokenTile(const AmxPacked32& w, int64_t cols,
@@ -225,21 +218,14 @@ HWY_INLINE int8_t* AmxPacked32Buffer(int64_t cols) {
   return reinterpret_cast<int8_t*>(AlignUp64(buffer.data()));
 }
 
-// Copies activation rows [t_begin, t_end) (fewer than 16) into the calling thread's padded
-// tail buffer.
-HWY_INLINE AmxTail32 AmxFillTail32(const internal::QuantActivations& act, int64_t cols,
-                                   int64_t t_begin, int64_t t_end) {
-  thread_local std::vector<uint8_t> buffer;
-  const int64_t q_bytes = 16 * cols;
-  const size_t bytes = static_cast<size_t>(q_bytes + 16 * (cols / 16) * 2);
-  if (buffer.size() < bytes + 64) buffer.resize(bytes + 64);
-  uint8_t* base = AlignUp64(buffer.data());
-  std::memset(base, 0, bytes);
-  const int64_t count = t_end - t_begin;
-  std::memcpy(base, act.q + t_begin * cols, static_cast<size_t>(count * cols));
-  std::memcpy(base + q_bytes, act.sums + t_begin * (cols / 16),
-              static_cast<size_t>(count * (cols / 16) * 2));
-  return {reinterpret_cast<const int8_t*>(base), reinterpret_cast<const int16_t*>(base + q_bytes)};
+// The code sums of activation rows [t_begin, t_end) (fewer than 16) in the calling thread's
+// buffer, zero-padded to 16 rows ([16][cols / 16] int16).
+HWY_INLINE const int16_t* AmxTailSums32(const internal::QuantActivations& act, int64_t cols,
+                                        int64_t t_begin, int64_t t_end) {
+  thread_local std::vector<int16_t> buffer;
+  buffer.assign(static_cast<size_t>(16 * (cols / 16)), 0);
+  std::copy(act.sums + t_begin * (cols / 16), act.sums + t_end * (cols / 16), buffer.begin());
+  return buffer.data();
 }
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of a 32-value format by AmxTokenTile; the
@@ -256,8 +242,9 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
   [[maybe_unused]] DecodedRows dec{};
   if constexpr (kType != tensor::DType::kQ8_0) dec = DecodeBuffer(16, cols);
   const int64_t full_end = t_begin + (t_end - t_begin) / 16 * 16;
-  const AmxTail32 tail =
-      full_end < t_end ? AmxFillTail32(act, cols, full_end, t_end) : AmxTail32{};
+  const int16_t* tail_sums = QuantTraits<kType>::kHasMin && full_end < t_end
+                                 ? AmxTailSums32(act, cols, full_end, t_end)
+                                 : nullptr;
   AmxConfigure32();
   _tile_zero(0);
   _tile_zero(1);
@@ -274,14 +261,11 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
       packed.d = dec.d;
       packed.dmin = dec.dmin;
     }
-    for (int64_t t = t_begin; t < full_end; t += 16) {
-      AmxTokenTile<kType>(packed, cols, act.q + t * cols, act.d_groups + t * blocks,
-                          act.sums + t * (cols / 16), y + t * w.rows + r, w.rows, num_rows, 16);
-    }
-    if (full_end < t_end) {
-      AmxTokenTile<kType>(packed, cols, tail.q, act.d_groups + full_end * blocks, tail.sums,
-                          y + full_end * w.rows + r, w.rows, num_rows,
-                          static_cast<int>(t_end - full_end));
+    for (int64_t t = t_begin; t < t_end; t += 16) {
+      AmxTokenTile<kType>(packed, cols, act.q_groups + t * cols, act.d_groups + t * blocks,
+                          t < full_end ? act.sums + t * (cols / 16) : tail_sums,
+                          y + t * w.rows + r, w.rows, num_rows,
+                          static_cast<int>(std::min<int64_t>(16, t_end - t)));
     }
   }
   _tile_release();
