@@ -49,9 +49,10 @@ void PopulateRange(std::byte* begin, size_t bytes) {
 
 }  // namespace
 
-void KvArena::Prefault(int threads) {
-  if (data_ == nullptr) return;
-  const size_t bytes = static_cast<size_t>(block_bytes_) * static_cast<size_t>(num_blocks_);
+void KvArena::PrefaultBlocks(int64_t count, int threads) {
+  if (data_ == nullptr || count <= 0) return;
+  const size_t bytes =
+      static_cast<size_t>(block_bytes_) * static_cast<size_t>(std::min(count, num_blocks_));
   // Slices of whole huge pages (madvise ranges must start on a page boundary).
   const size_t unit = bytes >= kHugePage ? kHugePage : 4096;
   const size_t units = (bytes + unit - 1) / unit;

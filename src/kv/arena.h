@@ -52,7 +52,11 @@ class KvArena {
   // at memory speed. Costs the arena's bytes of resident memory up front instead of on first
   // use, nothing more (allocated_bytes() is unchanged); about 1 s per 2-3 GiB here. Call
   // before the arena is shared with other threads. No-op without memory.
-  void Prefault(int threads);
+  void Prefault(int threads) { PrefaultBlocks(num_blocks_, threads); }
+  // The same for blocks [0, min(count, num_blocks)) only: the first blocks the free queue hands
+  // out, so the first steps' K/V writes take no page fault (KvCacheManagerOptions::
+  // prefault_tokens).
+  void PrefaultBlocks(int64_t count, int threads);
 
  private:
   struct FreeDeleter {

@@ -24,9 +24,13 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
     Group group;
     group.arena =
         std::make_unique<KvArena>(gc.block_bytes, gc.num_blocks, options_.allocate_memory);
+    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (options_.prefault_memory) {
-      group.arena->Prefault(static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+      group.arena->Prefault(threads);
       prefaulted += group.arena->allocated_bytes();
+    } else if (options_.prefault_tokens > 0) {
+      group.arena->PrefaultBlocks(
+          (options_.prefault_tokens + config_.block_size - 1) / config_.block_size + 1, threads);
     }
     group.pool = std::make_unique<BlockPool>(static_cast<int32_t>(gc.num_blocks),
                                              options_.enable_prefix_caching);

@@ -71,6 +71,12 @@ struct KvCacheManagerOptions {
   // their loads land in blocks never written before (after a restart, all of them), where the
   // faults cost more than the copy.
   bool prefault_memory = false;
+  // Without prefault_memory: make resident at creation the blocks that the first
+  // prefault_tokens tokens of each group take (ceil(tokens / block_size) + 1 blocks, in the
+  // free queue's first order), so the first step's K/V writes take no page fault: what a
+  // server's first requests would otherwise pay in TTFT. The engine passes its
+  // max_num_batched_tokens (one step's worth); 0 for none.
+  int64_t prefault_tokens = 0;
   ModelFingerprint fingerprint;  // namespaces the block hashes
 };
 

@@ -1,5 +1,6 @@
 // KvArena::Prefault: every page of the arena resident afterwards (mincore), the arena's
-// accounting unchanged; and KvCacheManagerOptions::prefault_memory does it for every group.
+// accounting unchanged; KvCacheManagerOptions::prefault_memory does it for every group, and
+// prefault_tokens for the first step's blocks only.
 #include "kv/arena.h"
 
 #include <gtest/gtest.h>
@@ -56,6 +57,27 @@ TEST(KvArenaTest, ManagerPrefaultsEveryGroupWhenAsked) {
     int64_t total = 0;
     EXPECT_EQ(ResidentPages(arena.data(), arena.allocated_bytes(), &total), total) << g;
   }
+}
+
+TEST(KvArenaTest, ManagerPrefaultsTheFirstStepsBlocksOnly) {
+  const KvCacheConfig config = testing::V41Like(16, 512);
+  KvCacheManagerOptions options;
+  options.prefault_tokens = 100;  // ceil(100 / 16) + 1 = 8 blocks per group
+  options.fingerprint = testing::TestFingerprint(config);
+  auto m = KvCacheManager::Create(config, 256 << 20, options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  int big_groups = 0;
+  for (int g = 0; g < (*m)->num_groups(); ++g) {
+    const KvArena& arena = (*m)->arena(g);
+    int64_t first = 0, all = 0;
+    EXPECT_EQ(ResidentPages(arena.data(), 8 * arena.block_bytes(), &first), first) << g;
+    // Where the arena is big, the first blocks' (huge) pages are a small part of it.
+    if (arena.allocated_bytes() < int64_t{16} << 20) continue;
+    ++big_groups;
+    const int64_t resident = ResidentPages(arena.data(), arena.allocated_bytes(), &all);
+    EXPECT_LT(resident, all / 2) << g;
+  }
+  EXPECT_GT(big_groups, 0);
 }
 
 }  // namespace
