@@ -58,6 +58,49 @@ TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The scalar definition of ops.h's RmsNorm: eight double chains, the tree, two float multiplies.
+void RmsNormDefinition(const float* x, const float* weight, float* y, int64_t n, float eps) {
+  double lane[8] = {};
+  for (int64_t i = 0; i < n; ++i) lane[i % 8] += static_cast<double>(x[i]) * x[i];
+  const double sum_sq =
+      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
+}
+
+// RmsNorm (the AVX-512 loop where the CPU has it) gives the definition's bits at every length
+// and tail, on wide and tiny magnitudes, with an infinity or a NaN in the row, in place too.
+TEST(OpsTest, RmsNormMatchesItsScalarDefinition) {
+  std::mt19937 rng(9);
+  std::normal_distribution<float> normal(0.0f, 1.0f);
+  for (int64_t n : {1, 7, 8, 9, 15, 16, 17, 64, 100, 768, 2050}) {
+    for (int trial = 0; trial < 6; ++trial) {
+      std::vector<float> x(n), w(n), want(n), got(n);
+      const float magnitude = trial == 1 ? 1e-20f : (trial == 2 ? 1e18f : 3.0f);
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = normal(rng) * magnitude;
+        w[i] = 1.0f + 0.1f * normal(rng);
+      }
+      if (trial == 3) x[rng() % n] = std::numeric_limits<float>::infinity();
+      if (trial == 4) x[rng() % n] = std::numeric_limits<float>::quiet_NaN();
+      RmsNormDefinition(x.data(), w.data(), want.data(), n, 1e-5f);
+      RmsNorm(x.data(), w.data(), got.data(), n, 1e-5f);
+      if (trial == 5) {  // in place
+        got = x;
+        RmsNorm(got.data(), w.data(), got.data(), n, 1e-5f);
+      }
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i])) {
+          EXPECT_TRUE(std::isnan(got[i])) << "n " << n << " trial " << trial << " i " << i;
+        } else {
+          EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want[i]))
+              << "n " << n << " trial " << trial << " i " << i;
+        }
+      }
+    }
+  }
+}
+
 // SiLU stays close to the exact function (AttentionExp is within 2 ulp of exp).
 TEST(OpsTest, SiluMulIsCloseToExact) {
   for (float g = -30.0f; g <= 30.0f; g += 0.037f) {

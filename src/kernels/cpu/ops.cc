@@ -3,13 +3,61 @@
 #include <algorithm>
 #include <cmath>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #include "core/check.h"
 #include "kernels/cpu/rope_yarn.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
 
+namespace {
+
+// RmsNorm's 1 / sqrt(mean + eps) from its eight lane sums (ops.h's tree).
+float RmsInverse(const double (&lane)[8], int64_t n, float eps) {
+  const double sum_sq =
+      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
+  return static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+}
+
+#if defined(__x86_64__)
+// RmsNorm with AVX-512: the eight chains are the eight lanes of one vector of doubles (a
+// product and an add each, as the scalar loop: no fma), then the same tree and the same two
+// float multiplies per value, 16 at a time. (GCC 12 warns about the _mm512_undefined_* inside
+// its intrinsics in a function with a target attribute; nothing here is uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+__attribute__((target("avx512f"))) void RmsNormAvx512(const float* x, const float* weight,
+                                                      float* y, int64_t n, float eps) {
+  __m512d acc = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m512d v = _mm512_cvtps_pd(_mm256_loadu_ps(x + i));
+    acc = _mm512_add_pd(acc, _mm512_mul_pd(v, v));
+  }
+  double lane[8];
+  _mm512_storeu_pd(lane, acc);
+  for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<double>(x[i]) * x[i];
+  const float inv = RmsInverse(lane, n, eps);
+  const __m512 vinv = _mm512_set1_ps(inv);
+  for (i = 0; i + 16 <= n; i += 16) {
+    const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), vinv);
+    _mm512_storeu_ps(y + i, _mm512_mul_ps(v, _mm512_loadu_ps(weight + i)));
+  }
+  for (; i < n; ++i) y[i] = x[i] * inv * weight[i];
+}
+#pragma GCC diagnostic pop
+#endif
+
+}  // namespace
+
 void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps) {
+#if defined(__x86_64__)
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  if (avx512) return RmsNormAvx512(x, weight, y, n, eps);
+#endif
   // Eight independent chains (a dependent add per 8 values, not per value), then ops.h's tree.
   double lane[8] = {};
   int64_t i = 0;
@@ -17,9 +65,7 @@ void RmsNorm(const float* x, const float* weight, float* y, int64_t n, float eps
     for (int l = 0; l < 8; ++l) lane[l] += static_cast<double>(x[i + l]) * x[i + l];
   }
   for (int l = 0; i < n; ++i, ++l) lane[l] += static_cast<double>(x[i]) * x[i];
-  const double sum_sq =
-      ((lane[0] + lane[4]) + (lane[2] + lane[6])) + ((lane[1] + lane[5]) + (lane[3] + lane[7]));
-  const float inv = static_cast<float>(1.0 / std::sqrt(sum_sq / static_cast<double>(n) + eps));
+  const float inv = RmsInverse(lane, n, eps);
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
