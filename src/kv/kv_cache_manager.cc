@@ -19,12 +19,12 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
   root_hash_ = RootHash(options_.fingerprint);
   const auto start = std::chrono::steady_clock::now();
   int64_t prefaulted = 0;
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const GroupCapacity& gc = capacity_.groups[g];
     Group group;
     group.arena =
         std::make_unique<KvArena>(gc.block_bytes, gc.num_blocks, options_.allocate_memory);
-    const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     if (options_.prefault_memory) {
       group.arena->Prefault(threads);
       prefaulted += group.arena->allocated_bytes();

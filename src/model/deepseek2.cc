@@ -137,7 +137,7 @@ void Deepseek2Model::Attention(int l, const tensor::PagedLatentView& kv, ThreadP
   // 3. att[h] = W_vb[h] o[h]; x += Wo att.
   PerHead(w.v_b, n, o_.data(), h * r, r, att_.data(), h * c.v_head_dim, c.v_head_dim, pool);
   kernels::MatMul(w.o, att_.data(), n, act_.proj.data(), pool, mm);
-  kernels::AddInPlace(act_.x.data(), act_.proj.data(), n * c.dim);
+  AddResidualRows(act_.x.data(), act_.proj.data(), n, c.dim, pool);
 }
 
 void Deepseek2Model::Forward(const Batch& batch, const KvViews& kv, ThreadPool& pool,

@@ -96,19 +96,6 @@ const float* BindOptionalVector(const gguf::GgufFile& file, const std::string& n
   return bind ? BindVector(file, name) : nullptr;
 }
 
-// The residual: x (rows, dim) += proj (rows, dim), element by element (the same bits however the
-// rows are split); batches of more than kResidualGrain rows over the pool, fewer inline.
-constexpr size_t kResidualGrain = 16;
-void AddResidualRows(float* x, const float* proj, int64_t rows, int64_t dim, ThreadPool& pool) {
-  pool.ParallelFor(
-      static_cast<size_t>(rows),
-      [&](size_t begin, size_t end, int) {
-        kernels::AddInPlace(x + begin * dim, proj + begin * dim,
-                            static_cast<int64_t>(end - begin) * dim);
-      },
-      kResidualGrain);
-}
-
 // rows x (cols) += bias (cols) for every row.
 void AddBiasRows(float* x, const float* bias, int64_t rows, int64_t cols) {
   for (int64_t t = 0; t < rows; ++t) kernels::AddInPlace(x + t * cols, bias, cols);
@@ -163,14 +150,7 @@ void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations&
         }
       }
       const kernels::RopeParams& rope = *layer.rope;
-      float own[kernels::kMaxRopeDim];
-      const float* angles = own;
-      if (layer.rope_angles != nullptr) {
-        angles = layer.rope_angles + t * rope.rope_dim;
-      } else {
-        CHECK_LE(rope.rope_dim, kernels::kMaxRopeDim);
-        kernels::RopeAngles(rope, rows.positions[t], own);
-      }
+      const float* angles = layer.rope_angles + t * rope.rope_dim;
       kernels::RopeWith(rope, angles, q, shape.num_heads);
       kernels::RopeWith(rope, angles, k, shape.num_kv_heads);
     }
@@ -178,6 +158,17 @@ void ProjectQkv(const AttentionLayer& layer, const TokenRows& rows, Activations&
 }
 
 }  // namespace
+
+void AddResidualRows(float* x, const float* proj, int64_t rows, int64_t dim, ThreadPool& pool) {
+  constexpr size_t kResidualGrain = 16;
+  pool.ParallelFor(
+      static_cast<size_t>(rows),
+      [&](size_t begin, size_t end, int) {
+        kernels::AddInPlace(x + begin * dim, proj + begin * dim,
+                            static_cast<int64_t>(end - begin) * dim);
+      },
+      kResidualGrain);
+}
 
 void RopeAnglesRows(const kernels::RopeParams& rope, const TokenRows& rows, float* table,
                     ThreadPool& pool) {
@@ -224,6 +215,7 @@ void AttentionBlock(const AttentionLayer& layer, const TokenRows& rows,
   const AttentionWeights& w = *layer.weights;
   const int64_t n = rows.num_tokens;
   const int64_t dim = w.o.rows;
+  CHECK(layer.rope_angles != nullptr) << "AttentionBlock needs the step's rope angles";
   // 1. Q, K, V of this step's tokens, roped at their positions.
   NormRows(w.norm, act.x.data(), act.xb.data(), n, dim, layer.eps, pool);
   ProjectQkv(layer, rows, act, buf, matmul_scratch, pool);

@@ -130,10 +130,13 @@ struct AttentionLayer {
   float eps = 1e-5f;
   const tensor::PagedKvView* kv = nullptr;  // the layer's group
   int kv_layer = 0;                         // the layer's index in that view
-  // The step's rotary angles by RopeAnglesRows for `rope` (T, rope_dim), or null: computed per
-  // row here.
+  // The step's rotary angles by RopeAnglesRows for `rope` (T, rope_dim); required.
   const float* rope_angles = nullptr;
 };
+// The residual: x (rows, dim) += proj (rows, dim), element by element (the same bits however
+// the rows are split); batches of more than 16 rows over the pool, fewer inline.
+void AddResidualRows(float* x, const float* proj, int64_t rows, int64_t dim, ThreadPool& pool);
+
 // table[t * rope_dim ..] = kernels::RopeAngles(rope, rows.positions[t]) for every row t.
 void RopeAnglesRows(const kernels::RopeParams& rope, const TokenRows& rows, float* table,
                     ThreadPool& pool);

@@ -399,7 +399,7 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
     }
   });
   // 4. The residual.
-  kernels::AddInPlace(act.x.data(), act.proj.data(), n * dim);
+  AddResidualRows(act.x.data(), act.proj.data(), n, dim, pool);
 }
 
 }  // namespace kvserve::model

@@ -212,7 +212,7 @@ void V41Model::AttentionBlock(int layer, const KvViews& kv, ThreadPool& pool) {
                            *attention_scratch_);
   // 4. Output projection and residual.
   kernels::MatMul(w.wo, att_.data(), n, act_.proj.data(), pool, *matmul_scratch_);
-  kernels::AddInPlace(act_.x.data(), act_.proj.data(), n * config_.dim);
+  AddResidualRows(act_.x.data(), act_.proj.data(), n, config_.dim, pool);
 }
 
 }  // namespace kvserve::model

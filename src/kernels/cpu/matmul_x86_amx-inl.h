@@ -39,6 +39,14 @@ struct alignas(64) AmxTileConfig {
   uint8_t rows[16] = {};
 };
 
+// Loads cfg as the calling thread's tile configuration.
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxLoadConfig(const AmxTileConfig& cfg) {
+  // GCC 12 does not see that ldtilecfg reads all of cfg and drops some of the stores that
+  // filled it; the barrier makes them happen first.
+  asm volatile("" : : "r"(&cfg) : "memory");
+  _tile_loadconfig(&cfg);
+}
+
 // Configures the calling thread's tiles (layout in the file comment).
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure() {
   AmxTileConfig cfg;
@@ -46,10 +54,7 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure() {
     cfg.rows[t] = static_cast<uint8_t>(t >= 6 ? kAmxK / 4 : 16);
     cfg.colsb[t] = static_cast<uint16_t>(kAmxK);
   }
-  // GCC 12 does not see that ldtilecfg reads all of cfg and may drop stores above (seen with
-  // AmxConfigure32 in matmul_x86_amx32-inl.h); the barrier makes them happen first.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+  AmxLoadConfig(cfg);
 }
 
 // The A parts of one tile of 16 rows: parts [part][row][cols] int8, and for the formats with

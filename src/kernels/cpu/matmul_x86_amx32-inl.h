@@ -32,9 +32,7 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure32() {
     cfg.rows[t] = t < 6 ? 16 : 8;        // C, A: 16 tokens; B: 32 values / 4
     cfg.colsb[t] = t < 4 || t >= 6 ? 64 : 32;  // A: 32 codes
   }
-  // GCC 12 does not see that ldtilecfg reads all of cfg and drops some of the stores above.
-  asm volatile("" : : "r"(&cfg) : "memory");
-  _tile_loadconfig(&cfg);
+  AmxLoadConfig(cfg);
 }
 
 // Packs the raw Q8_0 blocks of rows [0, num_rows) of a tile (`row_bytes` apart): values by
