@@ -11,6 +11,7 @@
 #include <string>
 
 #include "gguf/gguf.h"
+#include "support/temp_path.h"
 
 namespace kvserve::gguf {
 namespace {
@@ -318,7 +319,7 @@ TEST(GgufHostile, AlignmentOnePlacesNoTensorMisaligned) {
   for (size_t i = 0; i < floats.size(); ++i) floats[i] = static_cast<uint8_t>(i);
   ASSERT_TRUE(w.AddTensor("b", {5}, tensor::DType::kF32, floats).ok());
   // Open from a file (mmap: page-aligned base), so only the layout decides.
-  const std::string path = ::testing::TempDir() + "/align1.gguf";
+  const std::string path = kvserve::testing::TempPath("align1.gguf");
   ASSERT_TRUE(w.Write(path).ok());
   auto file = GgufFile::Open(path);
   ASSERT_TRUE(file.ok()) << file.status().ToString();

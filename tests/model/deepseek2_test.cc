@@ -17,6 +17,7 @@
 #include "model/deepseek2_random.h"
 #include "model/moe.h"
 #include "reference_deepseek2.h"
+#include "support/temp_path.h"
 #include "tensor/dtype.h"
 
 namespace kvserve::model {
@@ -57,7 +58,7 @@ std::string WriteModel(const std::string& preset, tensor::DType type) {
   weights.norm_spread = 0.2f;
   Result<gguf::GgufWriter> w = Deepseek2RandomWriter(*spec, weights);
   CHECK(w.ok()) << w.status().ToString();
-  const std::string path = ::testing::TempDir() + "/ds2_" + preset + ".gguf";
+  const std::string path = kvserve::testing::TempPath("ds2_") + preset + ".gguf";
   CHECK(w->Write(path).ok());
   return path;
 }
@@ -164,7 +165,7 @@ TEST(Deepseek2Test, V2LiteShapeLatentBytes) {
   ASSERT_TRUE(spec.ok());
   Result<gguf::GgufWriter> w = Deepseek2RandomWriter(*spec, RandomWeights{});
   ASSERT_TRUE(w.ok());
-  const std::string path = ::testing::TempDir() + "/v2lite_shape.gguf";
+  const std::string path = kvserve::testing::TempPath("v2lite_shape.gguf");
   ASSERT_TRUE(w->Write(path).ok());
   auto file = gguf::GgufFile::Open(path);
   ASSERT_TRUE(file.ok());
@@ -222,7 +223,7 @@ TEST(Deepseek2Test, MissingKeyIsAClearError) {
   Result<gguf::GgufWriter> w = Deepseek2RandomWriter(*spec, RandomWeights{});
   ASSERT_TRUE(w.ok());
   w->Set("deepseek2.expert_used_count", gguf::Value::U32(9));  // > expert_count 8
-  const std::string path = ::testing::TempDir() + "/ds2_bad.gguf";
+  const std::string path = kvserve::testing::TempPath("ds2_bad.gguf");
   ASSERT_TRUE(w->Write(path).ok());
   auto file = gguf::GgufFile::Open(path);
   ASSERT_TRUE(file.ok());

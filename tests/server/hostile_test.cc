@@ -21,6 +21,7 @@
 #include "http_client.h"
 #include "raw_client.h"
 #include "server_process.h"
+#include "support/temp_path.h"
 
 namespace kvserve::server::testing {
 namespace {
@@ -217,7 +218,7 @@ TEST_F(HostileTest, AlignmentOneModelGeneratesLikeTheOriginal) {
     ASSERT_TRUE(
         w.AddTensor(t.name, t.dims, *t.dtype, std::vector<uint8_t>(p, p + t.size_bytes)).ok());
   }
-  const std::string path = ::testing::TempDir() + "/stories_align1.gguf";
+  const std::string path = kvserve::testing::TempPath("stories_align1.gguf");
   ASSERT_TRUE(w.Write(path).ok());
   auto run = [](const std::string& model) {
     const std::string cmd = std::string(KVSERVE_BINARY_DIR) + "/tools/kvserve generate " + model +

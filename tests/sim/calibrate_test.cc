@@ -12,6 +12,7 @@
 #include "planner/plan.h"
 #include "planner/presets.h"
 #include "sim/setup.h"
+#include "support/temp_path.h"
 
 namespace kvserve::sim {
 namespace {
@@ -139,7 +140,7 @@ TEST(Calibrate, QuickCalibrationOfARealModelWritesAUsableProfile) {
   EXPECT_EQ(c->profile.engine_step_overhead, c->engine.step);
   EXPECT_GE(c->engine.step + c->engine.sequence + c->engine.token, 0);
   // The written profile parses back and simulates the same model.
-  const std::string file = ::testing::TempDir() + "/calibrated.json";
+  const std::string file = kvserve::testing::TempPath("calibrated.json");
   std::ofstream(file) << ProfileToJson(c->profile, c->notes_json);
   SimKnobs k;
   k.model = path;

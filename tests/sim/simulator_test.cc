@@ -10,6 +10,7 @@
 
 #include "sim/report.h"
 #include "sim/setup.h"
+#include "support/temp_path.h"
 
 namespace kvserve::sim {
 namespace {
@@ -286,7 +287,7 @@ TEST(Workload, DistributionsTracesAndTokens) {
   EXPECT_FALSE(std::equal(ta.begin() + 32, ta.end(), tb.begin() + 32));
   EXPECT_FALSE(std::equal(ta.begin(), ta.begin() + 32, tc.begin()));
   // Traces: fields, aliases, errors naming the line.
-  const std::string path = ::testing::TempDir() + "/trace.jsonl";
+  const std::string path = kvserve::testing::TempPath("trace.jsonl");
   std::ofstream(path) << R"({"arrival_time": 1.5, "input_len": 10, "output_len": 2})" "\n"
                       << R"({"timestamp": 0.5, "prompt_token_ids": [5, 6, 7], "max_tokens": 1})"
                       << "\n";
