@@ -152,20 +152,36 @@ HWY_INLINE void AmxPrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
   }
 }
 
-// AmxFillParts straight from the file's Q4_K or Q6_K blocks (no decoded copy): rows [0,
-// num_rows) of the tile at row0 (row_bytes apart), their d (and dmin, signed) at d[b * 16 + i]
-// as DecodeRows<kType, 16> leaves them; the parts of rows past num_rows are zeroed.
+// Where AmxFillPartsInPlace writes blocks [b_begin, b_end) of a tile: the parts of row i and
+// block b at parts + i * stride + 256 (b - b_begin), part h at + 16 * stride (stride = cols for
+// whole rows, 256 for one block); the min pairs at mins + i * (cols / 256 * 4) + 4 b and the
+// factors at d[b * 16 + i], dmin[b * 16 + i] whatever the range.
+struct AmxFillTarget {
+  int64_t b_begin, b_end;
+  int8_t* parts;
+  int64_t stride;
+  int32_t* mins;
+  float* d;
+  float* dmin;
+};
+
+// AmxFillParts straight from the file's Q4_K or Q6_K blocks (no decoded copy), blocks [b_begin,
+// b_end) of rows [0, num_rows) of the tile at row0 (row_bytes apart), their d (and dmin,
+// signed) as DecodeRows<kType, 16> leaves them; the parts of rows past num_rows are zeroed.
 template <tensor::DType kType>
 KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillPartsInPlace(const uint8_t* row0, int64_t row_bytes,
                                                          int num_rows, int64_t cols,
-                                                         const AmxParts& out, float* d,
-                                                         float* dmin) {
+                                                         const AmxFillTarget& out) {
   static_assert(kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K);
-  const int64_t part_stride = 16 * cols, blocks = cols / 256;
+  const int64_t part_stride = 16 * out.stride;
+  [[maybe_unused]] const int64_t blocks = cols / 256;
+  const int64_t width = 256 * (out.b_end - out.b_begin);
+  float* d = out.d;
+  float* dmin = out.dmin;
   const __m256i low4 = _mm256_set1_epi8(0x0F);
   for (int i = 0; i < num_rows; ++i) {
-    for (int64_t b = 0; b < blocks; ++b) {
-      int8_t* row = out.parts + i * cols + 256 * b;
+    for (int64_t b = out.b_begin; b < out.b_end; ++b) {
+      int8_t* row = out.parts + i * out.stride + 256 * (b - out.b_begin);
       if constexpr (kType == tensor::DType::kQ4_K) {
         const uint8_t* p = row0 + i * row_bytes + 144 * b;  // d, dmin, scales[12], qs[128]
         AmxPrefetchNextTile<3>(p, row_bytes);
@@ -218,8 +234,9 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxFillPartsInPlace(const uint8_t* row0, in
     }
   }
   for (int p = 0; p < kAmxParts; ++p) {
-    std::memset(out.parts + p * part_stride + num_rows * cols, 0,
-                static_cast<size_t>((16 - num_rows) * cols));
+    for (int i = num_rows; i < 16; ++i) {
+      std::memset(out.parts + p * part_stride + i * out.stride, 0, static_cast<size_t>(width));
+    }
   }
 }
 
@@ -293,6 +310,50 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxSumPairs(const int32_t* sums, int64_t b,
   }
 }
 
+// acc[r] (the 16 tokens of a group in the lanes) += the f32 chain of block b for rows r < 16,
+// from the drained integers cl and ch ([16 rows][16 tokens] of parts l and h); dx and sums
+// the group's block scales and code sums (internal::TokenGroups), mins the tile's min pairs
+// (AmxParts::mins), dec.d / dec.dmin the rows' factors at [b * 16 + r].
+template <tensor::DType kType>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxFinishBlockK(const int32_t* cl, const int32_t* ch,
+                                                   const float* dx,
+                                                   [[maybe_unused]] const int32_t* sums,
+                                                   [[maybe_unused]] const int32_t* mins,
+                                                   const DecodedRows& dec, int64_t cols,
+                                                   int64_t b, float (*acc)[16]) {
+  constexpr bool kKMin = QuantTraits<kType>::kHasMin;
+  const __m512 xv = _mm512_loadu_ps(dx + 16 * b);
+  [[maybe_unused]] __m512i sum_pairs[kAmxMinPairs<kType>];
+  if constexpr (kKMin) AmxSumPairs<kType>(sums, b, sum_pairs);
+  for (int r = 0; r < 16; ++r) {
+    const __m512i ints = _mm512_add_epi32(_mm512_load_si512(cl + 16 * r),
+                                          _mm512_slli_epi32(_mm512_load_si512(ch + 16 * r), 7));
+    const __m512 sd = _mm512_mul_ps(_mm512_set1_ps(dec.d[b * 16 + r]), xv);
+    __m512 a = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ints), _mm512_load_ps(acc[r]));
+    if constexpr (kKMin) {
+      const __m512 sm = _mm512_mul_ps(_mm512_set1_ps(dec.dmin[b * 16 + r]), xv);
+      const int32_t* row_pairs =
+          mins + r * (cols / 256 * kAmxMinPairs<kType>) + b * kAmxMinPairs<kType>;
+      a = _mm512_fmadd_ps(sm, _mm512_cvtepi32_ps(AmxMins<kType>(row_pairs, sum_pairs)), a);
+    }
+    _mm512_store_ps(acc[r], a);
+  }
+}
+
+// y of tokens t0 + j < n (j < 16) for the tile's rows < num_rows from acc[row][token]: a
+// token's rows are contiguous in y (a column of acc, gathered).
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreByToken(const float (*acc)[16], float* y,
+                                                   int64_t y_stride, int64_t t0, int64_t n,
+                                                   int num_rows) {
+  const __m512i column = _mm512_mullo_epi32(_mm512_set1_epi32(16), _mm512_set_epi32(
+      15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
+  const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
+  for (int j = 0; j < 16 && t0 + j < n; ++j) {
+    const __m512 v = _mm512_i32gather_ps(column, &acc[0][j], 4);
+    _mm512_mask_storeu_ps(y + (t0 + j) * y_stride, rows_mask, v);
+  }
+}
+
 // y for the 16 rows of `parts` x G groups of 16 tokens from `group`, tokens < n, rows <
 // num_rows: the block integers by tiles, then the f32 chain of the scheme.
 template <tensor::DType kType, int G>
@@ -303,12 +364,11 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
   using Traits = QuantTraits<kType>;
   static_assert(Traits::kK, "32-value formats run AmxTokenTile");
   constexpr int kParts = kAmxParts, kK = kAmxK;
-  constexpr bool kKMin = Traits::kHasMin;
   const int64_t blocks = cols / Traits::kBlock;
   const int64_t part_stride = 16 * cols;
   const uint8_t* q[2];
   const float* dx[2];
-  [[maybe_unused]] const int32_t* sums[2];
+  const int32_t* sums[2];
   for (int g = 0; g < G; ++g) {
     q[g] = staging + layout.QOffset(group + g);
     dx[g] = reinterpret_cast<const float*>(staging + layout.DOffset(group + g));
@@ -318,46 +378,17 @@ KVSERVE_MATMUL_AMX HWY_NOINLINE void AmxTile(const AmxParts& parts, const Decode
   alignas(64) int32_t c[4][256];
   alignas(64) float acc[G][16][16];
   std::memset(acc, 0, sizeof(acc));
-  // The f32 chain of block b from its drained integers c.
-  auto finish_block = [&](int64_t b) HWY_ATTR {
-    for (int g = 0; g < G; ++g) {
-      const __m512 xv = _mm512_loadu_ps(dx[g] + 16 * b);
-      [[maybe_unused]] __m512i sum_pairs[kAmxMinPairs<kType>];
-      if constexpr (kKMin) AmxSumPairs<kType>(sums[g], b, sum_pairs);
-      for (int r = 0; r < 16; ++r) {
-        const __m512i ints = _mm512_add_epi32(
-            _mm512_load_si512(c[g] + 16 * r), _mm512_slli_epi32(_mm512_load_si512(c[2 + g] + 16 * r), 7));
-        const __m512 sd = _mm512_mul_ps(_mm512_set1_ps(dec.d[b * 16 + r]), xv);
-        __m512 a = _mm512_fmadd_ps(sd, _mm512_cvtepi32_ps(ints), _mm512_load_ps(acc[g][r]));
-        if constexpr (kKMin) {
-          const __m512 sm = _mm512_mul_ps(_mm512_set1_ps(dec.dmin[b * 16 + r]), xv);
-          const int32_t* row_pairs =
-              parts.mins + r * (cols / 256 * kAmxMinPairs<kType>) + b * kAmxMinPairs<kType>;
-          a = _mm512_fmadd_ps(sm, _mm512_cvtepi32_ps(AmxMins<kType>(row_pairs, sum_pairs)), a);
-        }
-        _mm512_store_ps(acc[g][r], a);
-      }
-    }
-  };
   for (int64_t b = 0; b < blocks; ++b) {
     for (int64_t first = Traits::kBlock * b; first < Traits::kBlock * (b + 1); first += kK) {
       AmxStep<kParts, G>(parts.parts + first, part_stride, cols, q[0] + 16 * first,
                          q[1] + 16 * first);
     }
     AmxDrain<kParts, G>(c);
-    finish_block(b);
-  }
-  // Out by token: the tile's rows of a token are contiguous in y (a column of acc, gathered).
-  const __m512i column = _mm512_mullo_epi32(_mm512_set1_epi32(16), _mm512_set_epi32(
-      15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0));
-  const __mmask16 rows_mask = static_cast<__mmask16>((1u << num_rows) - 1);
-  for (int g = 0; g < G; ++g) {
-    const int64_t t0 = 16 * (group + g);
-    for (int j = 0; j < 16 && t0 + j < n; ++j) {
-      const __m512 v = _mm512_i32gather_ps(column, &acc[g][0][j], 4);
-      _mm512_mask_storeu_ps(y + (t0 + j) * y_stride, rows_mask, v);
+    for (int g = 0; g < G; ++g) {
+      AmxFinishBlockK<kType>(c[g], c[2 + g], dx[g], sums[g], parts.mins, dec, cols, b, acc[g]);
     }
   }
+  for (int g = 0; g < G; ++g) AmxStoreByToken(acc[g], y, y_stride, 16 * (group + g), n, num_rows);
 }
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) of a K format
@@ -382,8 +413,8 @@ KVSERVE_MATMUL_AMX void AmxRowsK(const WeightMatrix& w, const internal::QuantAct
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
     if constexpr (kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K) {
-      AmxFillPartsInPlace<kType>(base + r * row_bytes, row_bytes, num_rows, cols, parts, dec.d,
-                                 dec.dmin);
+      AmxFillPartsInPlace<kType>(base + r * row_bytes, row_bytes, num_rows, cols,
+                                 {0, cols / 256, parts.parts, cols, parts.mins, dec.d, dec.dmin});
     } else {
       DecodeRows<kType, 16>(base + r * row_bytes, row_bytes, num_rows, cols, dec);
       AmxFillParts<kType>(dec, num_rows, cols, parts);

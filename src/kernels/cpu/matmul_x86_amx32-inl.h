@@ -270,11 +270,15 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
 }
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) of n by AMX
-// tiles: AmxRows32 for the 32-value formats, AmxRowsK for the K formats.
+// tiles: AmxRows32 for the 32-value formats, AmxRowsK for the K formats (AmxRowsK16 for Q4_K
+// and Q6_K with one group of 16 tokens).
 template <tensor::DType kType>
 KVSERVE_MATMUL_AMX void AmxRows(const WeightMatrix& w, const internal::QuantActivations& act,
                                 int64_t n, float* y, int64_t row_begin, int64_t row_end,
                                 int64_t t_begin, int64_t t_end) {
+  if constexpr (kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K) {
+    if (t_begin == 0 && t_end <= 16) return AmxRowsK16<kType>(w, act, n, y, row_begin, row_end);
+  }
   if constexpr (QuantTraits<kType>::kK) {
     AmxRowsK<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
   } else {
