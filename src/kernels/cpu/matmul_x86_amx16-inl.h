@@ -27,10 +27,10 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssueBlock16(const int8_t* parts, const ui
     _tile_loadd(6, q + 16 * first, 64);
     _tile_loadd(5, parts + 16 * 256 + kAmxK * s, 256);
     if constexpr (kOdd == 0) {
-      _tile_dpbssd(0, 4, 6);
+      _tile_dpbusd(0, 4, 6);
       _tile_dpbssd(2, 5, 6);
     } else {
-      _tile_dpbssd(1, 4, 6);
+      _tile_dpbusd(1, 4, 6);
       _tile_dpbssd(3, 5, 6);
     }
   }
@@ -79,7 +79,7 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillBlock16(const AmxTile16Args& t, int64_
 template <tensor::DType kType, int kOdd>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxStage16(const AmxTile16Args& t, int64_t b,
                                               int32_t (*c)[256]) {
-  if (b < t.blocks) AmxIssueBlock16<kOdd>(t.parts + kOdd * 2 * 16 * 256, t.q, b);
+  if (b < t.blocks) AmxIssueBlock16<kOdd>(t.parts + (b & 1) * 2 * 16 * 256, t.q, b);
   if (b + 1 < t.blocks) AmxFillBlock16<kType>(t, b + 1);
   if (b >= 1 && b - 1 < t.blocks) {
     AmxDrainBlock16<1 - kOdd>(c);
