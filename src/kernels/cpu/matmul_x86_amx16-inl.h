@@ -177,10 +177,23 @@ struct AmxQ8Tile16 {
   float (*dw)[16];    // four blocks' row factors
 };
 
+// Asks for the lines of block s of the next tile's 16 rows (its last byte's line; block 0
+// also its first), so the next tile streams in while this one computes: the tile loads read 16
+// rows at a time, which the hardware prefetchers follow poorly (measured: two thirds of this
+// path's time waited on its tile loads without it). Past the matrix's end it only wastes hints.
+HWY_INLINE void AmxQ8PrefetchNextTile(const AmxQ8Tile16& t, int64_t s) {
+  const uint8_t* next = t.row0 + 16 * t.row_bytes + 34 * s;
+  for (int i = 0; i < 16; ++i) {
+    if (s == 0) _mm_prefetch(reinterpret_cast<const char*>(next + i * t.row_bytes), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(next + i * t.row_bytes + 33), _MM_HINT_T0);
+  }
+}
+
 // Stage s of the pipeline (kSet = s % 4).
 template <int kSet>
 KVSERVE_MATMUL_AMX HWY_INLINE void AmxStageQ8(const AmxQ8Tile16& t, int64_t s, AmxAcc16& acc) {
   if (s < t.blocks) {
+    AmxQ8PrefetchNextTile(t, s);
     AmxIssue32<kSet>(reinterpret_cast<const int8_t*>(t.row0 + 34 * s + 2), t.row_bytes,
                      reinterpret_cast<const int8_t*>(t.q + 512 * s));
     AmxQ8RowFactors(t.row0, t.offsets, s, t.dw[kSet]);
