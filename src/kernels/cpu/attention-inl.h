@@ -100,25 +100,9 @@ HWY_INLINE void TransposeKeys(const float* rows, int row_stride, int hd, float* 
 #endif
 }
 
-// Where a chunk's 16 K or V rows are read from: Load(j, c) = row j, values [c, c + kN), as f32.
-// F32Rows: tile rows converted by ConvertChunk (padded_hd apart). F16Rows: the rows as stored
-// in the cache, widened in registers (a head that is a whole segment, head_dim a multiple of
-// 16, the chunk inside one block); the same values, HalvesToFloats being ConvertHeadSlice's.
-struct F32Rows {
-  const float* base;
-  int64_t stride;  // floats
-  HWY_INLINE VF Load(int j, int c) const { return hn::LoadU(DF(), base + j * stride + c); }
-};
-struct F16Rows {
-  const uint8_t* base;
-  int64_t stride;  // bytes
-  HWY_INLINE VF Load(int j, int c) const { return HalvesToFloats(base + j * stride + 2 * c); }
-};
-
-// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j = keys.Load(j, ...)),
+// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
 // as 16 logical lanes in s[0 .. kVecs).
-template <class Rows>
-HWY_INLINE void Scores(const float* q, const Rows& keys, int padded_hd, float scale, VF* s) {
+HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
   const DF d;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   // One register of 16 lane sums per key; the halving tree of all 16 keys is done together by
@@ -126,10 +110,10 @@ HWY_INLINE void Scores(const float* q, const Rows& keys, int padded_hd, float sc
   // output lane j. Each stage adds, per key, exactly the lanes the scalar tree adds.
   __m512 lanes[16];
   for (int i = 0; i < 16; ++i) {
-    const int key = (i % 4) * 4 + i / 4;
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), keys.Load(key, 0).raw);
+    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
     for (int c = 16; c < padded_hd; c += 16) {
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), keys.Load(key, c).raw, acc);
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
     }
     lanes[i] = acc;
   }
@@ -152,11 +136,12 @@ HWY_INLINE void Scores(const float* q, const Rows& keys, int padded_hd, float sc
 #else
   HWY_ALIGN float dots[kLanes];
   for (int j = 0; j < kChunk; ++j) {
+    const float* k = keys + static_cast<int64_t>(j) * padded_hd;
     HWY_ALIGN float lanes[kLanes];
     for (int v = 0; v < kVecs; ++v) {
-      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), keys.Load(j, v * kN));
+      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), hn::LoadU(d, k + v * kN));
       for (int c = kLanes; c < padded_hd; c += kLanes) {
-        acc = Fma(hn::LoadU(d, q + c + v * kN), keys.Load(j, c + v * kN), acc);
+        acc = Fma(hn::LoadU(d, q + c + v * kN), hn::LoadU(d, k + c + v * kN), acc);
       }
       hn::Store(acc, d, lanes + v * kN);
     }
@@ -217,9 +202,10 @@ HWY_INLINE void SoftCap(float softcap, VF* s) {
 
 // For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
 // acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
-template <int kQ, int kV, class Rows>
-HWY_INLINE void AccumulateValues(float* const* acc, int offset, const Rows& values,
-                                 const float (*p)[kLanes], const float* alpha, int a, int b) {
+template <int kQ, int kV>
+HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* values,
+                                 int padded_hd, const float (*p)[kLanes], const float* alpha,
+                                 int a, int b) {
   const DF d;
   VF sum[kQ][kV];
   for (int i = 0; i < kQ; ++i) {
@@ -229,8 +215,9 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const Rows& valu
     }
   }
   for (int j = a; j < b; ++j) {
+    const float* row = values + static_cast<int64_t>(j) * padded_hd + offset;
     VF value[kV];
-    for (int v = 0; v < kV; ++v) value[v] = values.Load(j, offset + v * kN);
+    for (int v = 0; v < kV; ++v) value[v] = hn::LoadU(d, row + v * kN);
     for (int i = 0; i < kQ; ++i) {
       const VF pj = hn::Set(d, p[i][j]);
       for (int v = 0; v < kV; ++v) sum[i][v] = Fma(pj, value[v], sum[i][v]);
@@ -242,13 +229,13 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const Rows& valu
 }
 
 // One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
-// q[i] (padded_hd floats) updates the state at state[i]. keys, values: the tile's rows
-// (F32Rows, F16Rows); kt: its keys transposed (TransposeKeys), or null to read the rows;
+// q[i] (padded_hd floats) updates the state at state[i]. keys, values: the tile's rows,
+// padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows;
 // softcap > 0 soft-caps the scores.
-template <int kQ, class Rows>
-HWY_INLINE void UpdateChunkRows(const float* const* q, float* const* state, const Rows& keys,
-                                const float* kt, const Rows& values, int padded_hd, float scale,
-                                int a, int b, float softcap = 0.0f) {
+template <int kQ>
+HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
+                             const float* kt, const float* values, int padded_hd, float scale,
+                             int a, int b, float softcap = 0.0f) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN float p[kQ][kLanes];
@@ -295,20 +282,11 @@ HWY_INLINE void UpdateChunkRows(const float* const* q, float* const* state, cons
   constexpr int kBlockVecs = 4;  // value vectors per pass: 16 accumulators for 4 queries
   int c = 0;
   for (; c + kBlockVecs * static_cast<int>(kN) <= padded_hd; c += kBlockVecs * kN) {
-    AccumulateValues<kQ, kBlockVecs>(state, c, values, p, alpha, a, b);
+    AccumulateValues<kQ, kBlockVecs>(state, c, values, padded_hd, p, alpha, a, b);
   }
   for (; c < padded_hd; c += kN) {
-    AccumulateValues<kQ, 1>(state, c, values, p, alpha, a, b);
+    AccumulateValues<kQ, 1>(state, c, values, padded_hd, p, alpha, a, b);
   }
-}
-
-// UpdateChunkRows over tile rows converted to f32, padded_hd apart.
-template <int kQ>
-HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
-                             const float* kt, const float* values, int padded_hd, float scale,
-                             int a, int b, float softcap = 0.0f) {
-  UpdateChunkRows<kQ>(q, state, F32Rows{keys, padded_hd}, kt, F32Rows{values, padded_hd},
-                      padded_hd, scale, a, b, softcap);
 }
 
 // total = the fold of total and part (attention.h). note: part saw at least one key.

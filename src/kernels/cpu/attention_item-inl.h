@@ -77,11 +77,9 @@ HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScrat
 // Runs the queries of one kv head (its item queries first_query + r * per_row + g, g < group)
 // through the chunk at c0, visible keys [lo, hi), in fours of the same visible keys [a, b)
 // (all of a row's GQA group, and all rows whose window covers the chunk, share them).
-template <class Rows>
 HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t, float* states, int first_query,
-                           const Rows& keys, const float* kt, const Rows& values, int32_t c0,
-                           int32_t lo, int32_t hi) {
+                           const float* kt, int32_t c0, int32_t lo, int32_t hi) {
   const AttentionShape& shape = *c.shape;
   const int group = shape.num_heads / shape.num_kv_heads;
   const int per_row = item.heads * group;
@@ -95,10 +93,10 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   int batch_a = 0, batch_b = 0;
   auto flush = [&] {
     switch (n) {
-      case 4: UpdateChunkRows<4>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 3: UpdateChunkRows<3>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 2: UpdateChunkRows<2>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 1: UpdateChunkRows<1>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
       default: break;
     }
     n = 0;
@@ -121,17 +119,11 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   flush();
 }
 
-// Whether kv head `head`'s K/V of a chunk can be read in place (F16Rows): F16, a head that is
-// a whole segment, no padding, and chunks inside one block.
-HWY_INLINE bool ReadsInPlace(const tensor::PagedKvView& kv, int hd) {
-  return kv.dtype == tensor::DType::kF16 && kv.segment_elems == hd && hd % kLanes == 0 &&
-         kv.block_size % kChunk == 0;
-}
-
 // One work item: every query of kv heads [item.kv_head, + item.heads) for item.count
 // consecutive rows, over partitions [part_begin, part_end). Chunk by chunk, head by head (the
 // order the K/V lie in a head-major block); each head's chunk of K/V is converted once for
-// all its queries, or read in place (ReadsInPlace) when few queries share it.
+// all its queries. (Converting K and V in one pass keeps more of their cache misses in flight
+// than reading F16 in place in the scores and the values: measured slower for decodes.)
 HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t) {
   const AttentionShape& shape = *c.shape;
@@ -149,11 +141,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       item.split >= 0 ? &c.scratch->splits()[item.split] : nullptr;
   LoadQueries(c, seq, item, padded_hd, t.queries);
   // Transposing a chunk's keys costs about what it saves two queries' scores: worth it from
-  // kTransposeMinQueries queries of a kv head on (prefill tiles, large GQA groups); with fewer
-  // (decodes), F16 is read in place and other dtypes are converted to rows.
-  const bool transpose = item.count * group >= kTransposeMinQueries;
-  const float* kt = transpose ? t.keys : nullptr;
-  const bool in_place = !transpose && ReadsInPlace(kv, hd);
+  // kTransposeMinQueries queries of a kv head on (prefill tiles, large GQA groups); not for a
+  // lone decode.
+  const float* kt = item.count * group >= kTransposeMinQueries ? t.keys : nullptr;
   const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
   const int32_t item_hi = std::min(item.part_end * kPartition, last + 1);
   const int32_t chunk_lo = item_lo / kChunk * kChunk;
@@ -183,20 +173,10 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       for (int h = 0; h < item.heads; ++h, ++step) {
         const int head = item.kv_head + h;
         prefetch(step + kPrefetchChunks);
-        if (in_place) {
-          const int32_t block = seq.block_table[c0 / kv.block_size];
-          const int slot = c0 % kv.block_size;
-          const int64_t stride = static_cast<int64_t>(kv.segment_bytes);
-          const F16Rows k{reinterpret_cast<const uint8_t*>(kv.KSegment(c.layer, block, slot, head)), stride};
-          const F16Rows v{reinterpret_cast<const uint8_t*>(kv.VSegment(c.layer, block, slot, head)), stride};
-          UpdateHead(c, item, t, states, h * group, k, nullptr, v, c0, lo, hi);
-          continue;
-        }
         ConvertChunk(kv, c.layer, seq.block_table, head, hd, padded_hd, c0, lo, hi, t.key_rows,
                      t.values, t.staging);
         if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
-        UpdateHead(c, item, t, states, h * group, F32Rows{t.key_rows, padded_hd}, kt,
-                   F32Rows{t.values, padded_hd}, c0, lo, hi);
+        UpdateHead(c, item, t, states, h * group, kt, c0, lo, hi);
       }
     }
     if (split) continue;
