@@ -74,7 +74,7 @@ Deepseek2Model::Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deeps
   q_a_.resize(t * c.q_lora_rank);
   latent_.resize(t * c.latent_dim());
   q_abs_.resize(t * h * c.latent_dim());
-  o_.resize(t * h * c.kv_lora_rank);
+  o_.resize(t * h * c.latent_dim());
   att_.resize(t * h * c.v_head_dim);
   head_in_.resize(t * std::max(c.nope_dim, c.kv_lora_rank));
   head_out_.resize(t * std::max(c.kv_lora_rank, c.v_head_dim));
@@ -134,8 +134,8 @@ void Deepseek2Model::Attention(int l, const tensor::PagedLatentView& kv, ThreadP
   PerHead(w.k_b, n, q_.data(), h * qk, qk, q_abs_.data(), h * lat, lat, pool);
   kernels::WriteLatentRows(kv, l, seqs_, latent_.data(), pool);
   kernels::MlaAttention(mla_, kv, l, seqs_, q_abs_.data(), o_.data(), pool, *mla_scratch_);
-  // 3. att[h] = W_vb[h] o[h]; x += Wo att.
-  PerHead(w.v_b, n, o_.data(), h * r, r, att_.data(), h * c.v_head_dim, c.v_head_dim, pool);
+  // 3. att[h] = W_vb[h] o[h] (the first kv_lora values of each head's latent_dim); x += Wo att.
+  PerHead(w.v_b, n, o_.data(), h * lat, lat, att_.data(), h * c.v_head_dim, c.v_head_dim, pool);
   kernels::MatMul(w.o, att_.data(), n, act_.proj.data(), pool, mm);
   AddResidualRows(act_.x.data(), act_.proj.data(), n, c.dim, pool);
 }

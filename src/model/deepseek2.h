@@ -10,7 +10,7 @@
 //     c      = RMSNorm(c) * kv_a_norm;  kr = YaRN-rope(kr);  q_pe = YaRN-rope(q[:, :, nope:])
 //     cache  <- [c | kr]  (one latent row, stored in the latent group's dtype, read back as stored)
 //     q_abs[h] = W_kb[h] q_nope[h]       (kv_lora)  the key up-projection absorbed into q
-//     o[h]     = MlaAttention([q_abs[h] | q_pe[h]], cached rows)   (kernels/cpu/mla_attention.h)
+//     o[h]     = MlaAttention([q_abs[h] | q_pe[h]], cached rows)[0 : kv_lora]  (mla_attention.h)
 //     x += Wo concat_h(W_vb[h] o[h])     the value up-projection applied after attention
 //     x += dense FFN (l < leading_dense) or MoE FFN
 //   logits = Woutput (RMSNorm(x) * output_norm)
@@ -90,7 +90,7 @@ class Deepseek2Model final : public Model {
   std::vector<float> q_a_;                 // (T, q_lora)
   std::vector<float> latent_;              // (T, kv_lora + rope)
   std::vector<float> q_abs_;               // (T, H, kv_lora + rope)
-  std::vector<float> o_;                   // (T, H, kv_lora)
+  std::vector<float> o_;                   // (T, H, latent): MlaAttention output, kv_lora used
   std::vector<float> att_;                 // (T, H, v_dim)
   std::vector<float> head_in_, head_out_;  // (T, max(nope, kv_lora)), (T, max(kv_lora, v_dim))
   std::unique_ptr<MoeBuffers> moe_buffers_;
