@@ -240,7 +240,8 @@ void RandomizeKBlocks(TestWeights& w, uint32_t seed) {
 
 // Batches on a CPU with AMX run the AMX int8 tiles; they give the bits of the portable scheme
 // and of the AVX-512 VNNI tiles (AMX switched off), for partial row tiles and odd token groups,
-// and for the 32-value formats 1, 2 and 13 blocks (the tiles' two-block pipeline and its ends).
+// and 1, 2 and 3 blocks of 256 or 1, 2 and 13 of 32 (the tiles' pipelines and their ends; 16
+// tokens take the one-group pipelines of Q4_K, Q6_K and Q8_0).
 // Q4_K and Q6_K (whose tiles read the file's blocks in place) also get raw random blocks.
 TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
@@ -248,7 +249,7 @@ TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   for (DType dtype : kAllTypes) {
     if (!IsQuant(dtype)) continue;
     const std::vector<int64_t> widths =
-        IsK(dtype) ? std::vector<int64_t>{768} : std::vector<int64_t>{32, 64, 416};
+        IsK(dtype) ? std::vector<int64_t>{256, 512, 768} : std::vector<int64_t>{32, 64, 416};
     for (int64_t n : {16, 33, 70}) {
       for (int64_t cols : widths) {
         for (bool raw : {false, true}) {

@@ -199,7 +199,7 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   args.amx = min_tokens > 0 && n >= kAmxMinTokens && internal::AmxUsable();
   // The AMX tiles of the 32-value formats read the quantized rows in place, and the code sums
   // only for a min term; every other token-group tile reads the interleaved copy.
-  const bool amx32 = args.amx && block == 32;
+  const bool amx32 = args.amx && block == 32 && !internal::AmxQ8WeightsAsA(w.dtype, n);
   args.sums_needed = !amx32 || w.dtype == tensor::DType::kQ4_1 || w.dtype == tensor::DType::kQ5_1;
   const bool staging = min_tokens > 0 && n >= min_tokens && !amx32;
   if (staging) {

@@ -41,6 +41,13 @@ struct QuantActivations {
   const int8_t* q_groups = nullptr;
 };
 
+// Q8_0 batches of one token group (n <= 16) on AMX take the weights as the tiles' A operand,
+// read in place, and the activations from the token groups (TokenGroups below), not from
+// QuantActivations::q_groups / d_groups (kernels/cpu/matmul_x86_amx16-inl.h).
+inline bool AmxQ8WeightsAsA(tensor::DType t, int64_t n) {
+  return t == tensor::DType::kQ8_0 && n <= 16;
+}
+
 // Whether this CPU and OS run AMX int8 tiles (CPUID, and the kernel granted this process the
 // tile data state), unless KVSERVE_MATMUL_AMX=0 or SetAmxForTest(false). Thread-safe.
 bool AmxUsable();

@@ -1,7 +1,6 @@
 // AMX int8 tiles for the 32-value formats (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL, MXFP4) on
-// batches, and AmxRows, the AMX entry point of every integer format. Textually included by
-// matmul_x86_quant-inl.h after matmul_x86_amx-inl.h (its KVSERVE_MATMUL_AMX, AmxTileConfig and
-// the K formats' AmxRowsK), AVX3_DL target only; see matmul.h for the scheme.
+// batches. Textually included by matmul_x86_quant-inl.h after matmul_x86_amx-inl.h (its
+// KVSERVE_MATMUL_AMX and AmxTileConfig), AVX3_DL target only; see matmul.h for the scheme.
 //
 // Tokens are the A operand: a tile C of 16 tokens x 16 weight rows is A (16 tokens x 32 codes of
 // one block: one 512-byte run of QuantActivations::q_groups) times B (the
@@ -267,17 +266,4 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
     }
   }
   _tile_release();
-}
-
-// Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) of n by AMX
-// tiles: AmxRows32 for the 32-value formats, AmxRowsK for the K formats.
-template <tensor::DType kType>
-KVSERVE_MATMUL_AMX void AmxRows(const WeightMatrix& w, const internal::QuantActivations& act,
-                                int64_t n, float* y, int64_t row_begin, int64_t row_end,
-                                int64_t t_begin, int64_t t_end) {
-  if constexpr (QuantTraits<kType>::kK) {
-    AmxRowsK<kType>(w, act, n, y, row_begin, row_end, t_begin, t_end);
-  } else {
-    AmxRows32<kType>(w, act, y, row_begin, row_end, t_begin, t_end);
-  }
 }
