@@ -7,6 +7,8 @@
 //                                             (Qwen2-0.5B-like: the decode is split into
 //                                             partitions so both threads work)
 //   BM_AttentionDecodeBatch/<n>               n sequences of 512 positions decoding together
+//   BM_AttentionDecodeBatchMoe/<shape>        16 sequences of 192 positions, the MoE presets'
+//                                             shapes (see there)
 //   BM_AttentionPrefill/<kv dtype>/<tokens>   one layer's causal attention of a prompt computed
 //                                             in 512-token chunks (tokens_per_s)
 //   BM_WriteKv/<kv dtype>                     WriteKv of 512 tokens' K and V rows into 12
@@ -81,8 +83,9 @@ Cache MakeCache(const AttentionShape& shape, tensor::DType dtype, int layers, in
   return c;
 }
 
-AttentionShape Shape(int heads, int kv_heads) {
-  return {heads, kv_heads, 64, 0.125f, std::nullopt, std::nullopt};
+AttentionShape Shape(int heads, int kv_heads, int head_dim = 64) {
+  return {heads, kv_heads, head_dim, 1.0f / std::sqrt(static_cast<float>(head_dim)),
+          std::nullopt, std::nullopt};
 }
 
 void Decode(benchmark::State& state, const AttentionShape& shape, tensor::DType dtype, int seqs,
@@ -118,6 +121,14 @@ void BM_AttentionDecodeGqa(benchmark::State& state, tensor::DType dtype) {
 }
 void BM_AttentionDecodeBatch(benchmark::State& state) {
   Decode(state, Shape(12, 12), tensor::DType::kF16, static_cast<int>(state.range(0)), 512);
+}
+
+// The MoE small presets' attention in the 16-sequence decode step (contexts as in
+// `kvserve bench throughput --input-len 128`): 0 = qwen2moe (16 heads on 16 kv heads x 64),
+// 1 = qwen3moe (8 on 4 x 128), 2 = gpt-oss's shape (16 on 4 x 64; no sinks or window here).
+void BM_AttentionDecodeBatchMoe(benchmark::State& state) {
+  static const AttentionShape kShapes[] = {Shape(16, 16), Shape(8, 4, 128), Shape(16, 4)};
+  Decode(state, kShapes[state.range(0)], tensor::DType::kF16, 16, 192);
 }
 
 void BM_AttentionPrefill(benchmark::State& state, tensor::DType dtype) {
@@ -176,6 +187,7 @@ BENCHMARK_CAPTURE(BM_AttentionDecode, fp4, tensor::DType::kFP4_E2M1_E4M3_16)
 BENCHMARK_CAPTURE(BM_AttentionDecodeGqa, f16, tensor::DType::kF16)
     ->Arg(2048)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionDecodeBatch)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeBatchMoe)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionPrefill, f16, tensor::DType::kF16)
     ->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionPrefill, q8_0, tensor::DType::kQ8_0)

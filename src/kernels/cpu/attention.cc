@@ -60,10 +60,35 @@ SeqParts PartitionsOf(const AttentionShape& shape, const AttentionSequence& s, i
   return {internal::WindowStart(shape, pos0) / kPartition, (pos0 + count - 1) / kPartition + 1};
 }
 
+// Visible keys x query rows x kv heads of sequence s (at most; a causal prefill sees fewer):
+// the cost measure of the work split.
+int64_t SequenceCost(const AttentionShape& shape, const AttentionSequence& s) {
+  const int32_t end = s.start_pos + s.num_tokens;
+  return int64_t{end - internal::WindowStart(shape, s.start_pos)} * s.num_tokens *
+         shape.num_kv_heads;
+}
+
+// Kv heads per item of an unsplit sequence of at most kSplitMaxTokens tokens: the most (a
+// divisor of kv_heads) whose items still cost at most 1 / (kMinItemsPerThread * threads) of
+// the step, so that the items balance over the threads (all of them on one thread).
+// Example: 16 equal decodes on 2 threads, 16 kv heads: each item 1/16 of the step, so 16
+// heads per item; one decode among them with 16x the context: 2 heads per item.
+int32_t HeadsPerItem(int kv_heads, int64_t seq_cost, int64_t step_cost, int num_threads) {
+  if (num_threads == 1) return kv_heads;
+  for (int32_t heads = kv_heads; heads > 1; --heads) {
+    if (kv_heads % heads == 0 &&
+        seq_cost * heads * kMinItemsPerThread * num_threads <= step_cost * kv_heads) {
+      return heads;
+    }
+  }
+  return 1;
+}
+
 // Work items of a step (attention.h). Sequences are split into
 // partition items only when the step has fewer than kMinItemsPerThread items per thread
-// otherwise, and only those with at most kSplitMaxTokens tokens (decodes). Which items exist
-// changes no result: a query's arithmetic is the same in any item.
+// otherwise, and only those with at most kSplitMaxTokens tokens (decodes); unsplit, those take
+// HeadsPerItem kv heads per item. Which items exist changes no result: a query's arithmetic
+// is the same in any item.
 void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> seqs,
                 int num_threads, AttentionScratch& scratch) {
   std::vector<AttentionScratch::Item>& items = scratch.items();
@@ -74,8 +99,10 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
   const int group = shape.num_heads / kv_heads;
   int64_t tiles = 0;
   int64_t split_parts = 0;  // partitions x kv heads of the sequences that may be split
+  int64_t step_cost = 0;
   for (const AttentionSequence& s : seqs) {
     tiles += (s.num_tokens + kQueryTile - 1) / kQueryTile;
+    step_cost += SequenceCost(shape, s);
     if (s.num_tokens > 0 && s.num_tokens <= kSplitMaxTokens) {
       const SeqParts p = PartitionsOf(shape, s, 0, s.num_tokens);
       split_parts += int64_t{p.end - p.begin} * kv_heads;
@@ -93,7 +120,8 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
         const int32_t index = static_cast<int32_t>(splits.size());
         AttentionScratch::Split sp{si, h, p.begin, p.end, states, 0};
         for (int32_t b = p.begin; b < p.end; b += parts_per_item) {
-          items.push_back({si, 0, s.num_tokens, h, b, std::min(b + parts_per_item, p.end), index});
+          items.push_back(
+              {si, 0, s.num_tokens, h, 1, b, std::min(b + parts_per_item, p.end), index});
           ++sp.items;
         }
         splits.push_back(sp);
@@ -101,10 +129,15 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
       }
       continue;
     }
+    const int32_t heads = s.num_tokens <= kSplitMaxTokens
+                              ? HeadsPerItem(kv_heads, SequenceCost(shape, s), step_cost, num_threads)
+                              : 1;
     for (int32_t first = 0; first < s.num_tokens; first += kQueryTile) {
       const int32_t count = std::min(kQueryTile, s.num_tokens - first);
       const SeqParts p = PartitionsOf(shape, s, first, count);
-      for (int h = 0; h < kv_heads; ++h) items.push_back({si, first, count, h, p.begin, p.end, -1});
+      for (int h = 0; h < kv_heads; h += heads) {
+        items.push_back({si, first, count, h, heads, p.begin, p.end, -1});
+      }
     }
   }
   scratch.SplitStates(states);
@@ -114,7 +147,7 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
     const int32_t lo = std::max(it.part_begin * kPartition,
                                 internal::WindowStart(shape, s.start_pos + it.first));
     const int32_t hi = std::min(it.part_end * kPartition, last + 1);
-    return static_cast<int64_t>(hi - lo) * it.count;
+    return static_cast<int64_t>(hi - lo) * it.count * it.heads;
   };
   // kv head by kv head, so that a thread's consecutive items reuse one head's K/V from its
   // cache (a prefill tile reads every earlier key of its head), and within a head the most
@@ -135,7 +168,8 @@ AttentionScratch::AttentionScratch(const AttentionShape& shape, int32_t max_cont
   const int64_t group = shape.num_heads / shape.num_kv_heads;
   const int64_t hd = shape.head_dim;
   padded_head_dim_ = static_cast<int>((hd + 15) / 16 * 16);
-  const int64_t queries = kQueryTile * group;
+  const int64_t queries = std::max<int64_t>(kQueryTile * group,
+                                            int64_t{kSplitMaxTokens} * shape.num_heads);
   // key_rows, keys, values, staging, queries, part, total
   const int64_t tile = kKeyChunk * padded_head_dim_;
   const int64_t sizes[kBuffers] = {tile, tile, tile, hd + 64, queries * padded_head_dim_,

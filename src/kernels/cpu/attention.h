@@ -38,15 +38,20 @@
 // ran on two threads changes nothing. tests/kernels/attention_reference.cc is this contract
 // as plain scalar code; the kernel matches it bit for bit.
 //
-// Parallelism: work items are (sequence, kv head, tile of up to 64 consecutive query rows,
+// Parallelism: work items are (sequence, kv heads, tile of up to 64 consecutive query rows,
 // range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
 // for all its rows and all query heads of the kv head (GQA); an item with at least 4 queries
-// also transposes the chunk's keys once, so that its scores are vector FMAs over the keys (the
-// same operations, so the same bits: attention-inl.h). Items are claimed dynamically,
-// the most expensive first (balances causal prefill). When a step has few items (a lone
-// decode, a small batch at long context), sequences with at most kSplitMaxTokens tokens are
-// split into items of consecutive partitions (flash-decoding): each partition's state is
-// stored, and the thread that finishes a sequence's last item folds them in order.
+// a kv head also transposes the chunk's keys once, so that its scores are vector FMAs over the
+// keys (the same operations, so the same bits: attention-inl.h). With fewer queries and F16
+// K/V (decodes), the scores and values read the cache directly and widen it in registers.
+// Items are claimed dynamically, the most expensive first (balances causal prefill). A
+// sequence of at most kSplitMaxTokens tokens (a decode) takes several kv heads per item
+// (all of them when the step has enough items) and walks each chunk's heads in turn: its
+// K/V are then read in the order they lie in a block (head-major), so the hardware prefetcher
+// streams them. When a step has few items (a lone decode, a small batch at long context),
+// such sequences are instead split into items of one kv head and consecutive partitions
+// (flash-decoding): each partition's state is stored, and the thread that finishes a
+// sequence's last item folds them in order.
 #pragma once
 
 #include <atomic>
@@ -88,8 +93,9 @@ struct AttentionSequence {
 };
 
 // Working memory of PagedAttention, sized once for a shape, a context length and a thread
-// count; fits every KV dtype. Per thread t (Q = kQueryTile * group queries of one kv head,
-// padded_head_dim = head_dim rounded up to 16; the padding stays zero):
+// count; fits every KV dtype. Per thread t (Q = the most queries of an item: kQueryTile *
+// group of one kv head, or kSplitMaxTokens * num_heads of all kv heads; padded_head_dim =
+// head_dim rounded up to 16; the padding stays zero):
 //   key_rows, values: (kKeyChunk, padded_head_dim) f32, one chunk of one kv head, dequantized
 //   keys:         (padded_head_dim, kKeyChunk) f32, key_rows transposed
 //   staging:      (head_dim + 64) f32, whole quantized blocks around a head's slice
@@ -113,14 +119,16 @@ class AttentionScratch {
     float* part;
     float* total;
   };
-  // One work item: rows [first, first + count) of seqs[seq], kv head kv_head, partitions
-  // [part_begin, part_end). split >= 0: the index of the sequence's split group (the item
-  // stores each partition's state instead of folding it).
+  // One work item: rows [first, first + count) of seqs[seq], kv heads [kv_head, kv_head +
+  // heads), partitions [part_begin, part_end). split >= 0: the index of the sequence's split
+  // group (the item stores each partition's state instead of folding it; heads == 1).
+  // heads > 1 only for sequences of at most kSplitMaxTokens tokens.
   struct Item {
     int32_t seq = 0;
     int32_t first = 0;
     int32_t count = 0;
     int32_t kv_head = 0;
+    int32_t heads = 1;
     int32_t part_begin = 0;
     int32_t part_end = 0;
     int32_t split = -1;

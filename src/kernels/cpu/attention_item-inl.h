@@ -16,37 +16,40 @@ namespace kvserve::kernels::HWY_NAMESPACE {
 constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the one computed
 constexpr int kTransposeMinQueries = 4;  // queries of an item from which key tiles are transposed
 
-// Queries (r, g) of an item (row r of the tile, query head g of the kv head's group) are
-// numbered r * group + g; their vectors sit at t.queries + i * padded_hd, zero-padded.
+// Queries (r, j) of an item (row r of the tile, query head j of the item's kv heads: kv head
+// kv_head + j / group, query head (kv_head * group + j) of the row) are numbered
+// r * heads * group + j; their vectors sit at t.queries + i * padded_hd, zero-padded.
 HWY_INLINE void LoadQueries(const internal::AttentionCall& c, const AttentionSequence& seq,
                             const AttentionScratch::Item& item, int padded_hd, float* queries) {
   const AttentionShape& shape = *c.shape;
-  const int group = shape.num_heads / shape.num_kv_heads;
+  const int per_row = item.heads * (shape.num_heads / shape.num_kv_heads);
   const int64_t q_stride = static_cast<int64_t>(shape.num_heads) * shape.head_dim;
   for (int r = 0; r < item.count; ++r) {
     const float* row = c.q + (seq.first_row + item.first + r) * q_stride +
-                       static_cast<int64_t>(item.kv_head) * group * shape.head_dim;
-    for (int g = 0; g < group; ++g) {
-      std::memcpy(queries + static_cast<int64_t>(r * group + g) * padded_hd,
-                  row + g * shape.head_dim, sizeof(float) * shape.head_dim);
+                       static_cast<int64_t>(item.kv_head) * (q_stride / shape.num_kv_heads);
+    for (int j = 0; j < per_row; ++j) {
+      std::memcpy(queries + static_cast<int64_t>(r * per_row + j) * padded_hd,
+                  row + j * shape.head_dim, sizeof(float) * shape.head_dim);
     }
   }
 }
 
-// Writes the finished states (one per query of the item) to the output rows.
+// Writes the finished states (one per query of the item, numbered as in LoadQueries) of
+// `count` rows from `first` and kv heads [kv_head, kv_head + heads) to the output rows.
 HWY_INLINE void StoreOutputs(const internal::AttentionCall& c, const AttentionSequence& seq,
-                             int32_t first, int32_t count, int kv_head, const float* states,
-                             int state_floats, int padded_hd) {
+                             int32_t first, int32_t count, int kv_head, int heads,
+                             const float* states, int state_floats, int padded_hd) {
   const AttentionShape& shape = *c.shape;
   const int group = shape.num_heads / shape.num_kv_heads;
+  const int per_row = heads * group;
   const int64_t q_stride = static_cast<int64_t>(shape.num_heads) * shape.head_dim;
   for (int r = 0; r < count; ++r) {
     float* row = c.out + (seq.first_row + first + r) * q_stride +
                  static_cast<int64_t>(kv_head) * group * shape.head_dim;
-    for (int g = 0; g < group; ++g) {
-      const float* sink = shape.sinks != nullptr ? shape.sinks + kv_head * group + g : nullptr;
-      Finalize(states + static_cast<int64_t>(r * group + g) * state_floats, shape.head_dim,
-               padded_hd, row + g * shape.head_dim, sink);
+    for (int j = 0; j < per_row; ++j) {
+      const float* sink = shape.sinks != nullptr ? shape.sinks + kv_head * group + j : nullptr;
+      Finalize(states + static_cast<int64_t>(r * per_row + j) * state_floats, shape.head_dim,
+               padded_hd, row + j * shape.head_dim, sink);
     }
   }
 }
@@ -68,11 +71,59 @@ HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScrat
       if (part[padded_hd + kLanes] != kNegInf) Merge(t.total + int64_t{i} * sf, part, padded_hd);
     }
   }
-  StoreOutputs(c, seq, 0, seq.num_tokens, split.kv_head, t.total, sf, padded_hd);
+  StoreOutputs(c, seq, 0, seq.num_tokens, split.kv_head, 1, t.total, sf, padded_hd);
 }
 
-// One work item: every query of kv head item.kv_head for item.count consecutive rows, over
-// partitions [part_begin, part_end); each chunk of K/V is converted once for all of them.
+// Runs the queries of one kv head (its item queries first_query + r * per_row + g, g < group)
+// through the chunk at c0, visible keys [lo, hi), in fours of the same visible keys [a, b)
+// (all of a row's GQA group, and all rows whose window covers the chunk, share them).
+HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScratch::Item& item,
+                           AttentionScratch::Thread& t, float* states, int first_query,
+                           const float* kt, int32_t c0, int32_t lo, int32_t hi) {
+  const AttentionShape& shape = *c.shape;
+  const int group = shape.num_heads / shape.num_kv_heads;
+  const int per_row = item.heads * group;
+  const int padded_hd = c.scratch->padded_head_dim();
+  const int sf = c.scratch->state_floats();
+  const float softcap = shape.softcap.value_or(0.0f);
+  const int32_t pos0 = c.seqs[item.seq].start_pos + item.first;
+  const float* qs[4];
+  float* ss[4];
+  int n = 0;
+  int batch_a = 0, batch_b = 0;
+  auto flush = [&] {
+    switch (n) {
+      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      default: break;
+    }
+    n = 0;
+  };
+  for (int r = 0; r < item.count; ++r) {
+    const int32_t pos = pos0 + r;
+    const int a = std::max(lo, internal::WindowStart(shape, pos)) - c0;
+    const int b = std::min(hi, pos + 1) - c0;
+    if (a >= b) continue;
+    for (int g = 0; g < group; ++g) {
+      if (n > 0 && (a != batch_a || b != batch_b)) flush();
+      const int i = first_query + r * per_row + g;
+      qs[n] = t.queries + static_cast<int64_t>(i) * padded_hd;
+      ss[n] = states + static_cast<int64_t>(i) * sf;
+      batch_a = a;
+      batch_b = b;
+      if (++n == 4) flush();
+    }
+  }
+  flush();
+}
+
+// One work item: every query of kv heads [item.kv_head, + item.heads) for item.count
+// consecutive rows, over partitions [part_begin, part_end). Chunk by chunk, head by head (the
+// order the K/V lie in a head-major block); each head's chunk of K/V is converted once for
+// all its queries. (Converting K and V in one pass keeps more of their cache misses in flight
+// than reading F16 in place in the scores and the values: measured slower for decodes.)
 HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t) {
   const AttentionShape& shape = *c.shape;
@@ -82,8 +133,7 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const int hd = shape.head_dim;
   const int padded_hd = c.scratch->padded_head_dim();
   const int sf = c.scratch->state_floats();
-  const int queries = item.count * group;
-  const float softcap = shape.softcap.value_or(0.0f);
+  const int queries = item.count * item.heads * group;
   const int32_t pos0 = seq.start_pos + item.first;
   const int32_t last = pos0 + item.count - 1;
   const int32_t first_key = internal::WindowStart(shape, pos0);
@@ -91,13 +141,25 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       item.split >= 0 ? &c.scratch->splits()[item.split] : nullptr;
   LoadQueries(c, seq, item, padded_hd, t.queries);
   // Transposing a chunk's keys costs about what it saves two queries' scores: worth it from
-  // kTransposeMinQueries queries on (prefill tiles, large GQA groups); not for a lone decode.
-  const float* kt = queries >= kTransposeMinQueries ? t.keys : nullptr;
+  // kTransposeMinQueries queries of a kv head on (prefill tiles, large GQA groups); not for a
+  // lone decode.
+  const float* kt = item.count * group >= kTransposeMinQueries ? t.keys : nullptr;
   const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
-  PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, item_lo,
-                std::min(item_lo / kChunk * kChunk + kPrefetchChunks * kChunk,
-                         std::min(item.part_end * kPartition, last + 1)));
+  const int32_t item_hi = std::min(item.part_end * kPartition, last + 1);
+  const int32_t chunk_lo = item_lo / kChunk * kChunk;
+  // Steps (chunk, head) in walk order: step s is kv head kv_head + s % heads of the chunk at
+  // chunk_lo + s / heads * kChunk. The K/V of step s + kPrefetchChunks are requested at step s:
+  // one head's keys of a block are only a short run (2 KiB at 64 f16 dims), too short for the
+  // hardware prefetcher to ramp up.
+  auto prefetch = [&](int64_t step) {
+    const int32_t p0 = chunk_lo + static_cast<int32_t>(step / item.heads) * kChunk;
+    if (p0 >= item_hi) return;
+    PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head + static_cast<int>(step % item.heads),
+                  hd, std::max(p0, item_lo), std::min(p0 + kChunk, item_hi));
+  };
+  for (int s = 0; s < kPrefetchChunks; ++s) prefetch(s);
   if (!split) ResetStates(t.total, queries, sf, padded_hd);
+  int64_t step = 0;
   for (int32_t part = item.part_begin; part < item.part_end; ++part) {
     float* states = split ? c.split_states + (split->first_state +
                                               int64_t{part - split->part_begin} * queries) * sf
@@ -108,48 +170,14 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     for (int32_t c0 = key_lo / kChunk * kChunk; c0 < key_hi; c0 += kChunk) {
       const int32_t lo = std::max(c0, key_lo);
       const int32_t hi = std::min(c0 + kChunk, key_hi);
-      ConvertChunk(kv, c.layer, seq.block_table, item.kv_head, hd, padded_hd, c0, lo, hi,
-                   t.key_rows, t.values, t.staging);
-      if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
-      // Keeps kPrefetchChunks chunks in flight: one head's keys of a block are only a short
-      // run (2 KiB at 64 f16 dims), too short for the hardware prefetcher to ramp up.
-      const int32_t ahead = c0 + kPrefetchChunks * kChunk;
-      if (ahead < key_hi || part + 1 < item.part_end) {
-        PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head, hd, ahead,
-                      std::min(ahead + kChunk, last + 1));
+      for (int h = 0; h < item.heads; ++h, ++step) {
+        const int head = item.kv_head + h;
+        prefetch(step + kPrefetchChunks);
+        ConvertChunk(kv, c.layer, seq.block_table, head, hd, padded_hd, c0, lo, hi, t.key_rows,
+                     t.values, t.staging);
+        if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
+        UpdateHead(c, item, t, states, h * group, kt, c0, lo, hi);
       }
-      // Queries with the same visible keys [a, b) go through the chunk in fours (all of a
-      // row's GQA group, and all rows whose window covers the chunk, share them).
-      const float* qs[4];
-      float* ss[4];
-      int n = 0;
-      int batch_a = 0, batch_b = 0;
-      auto flush = [&] {
-        switch (n) {
-          case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-          case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-          case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-          case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-          default: break;
-        }
-        n = 0;
-      };
-      for (int r = 0; r < item.count; ++r) {
-        const int32_t pos = pos0 + r;
-        const int a = std::max(lo, internal::WindowStart(shape, pos)) - c0;
-        const int b = std::min(hi, pos + 1) - c0;
-        if (a >= b) continue;
-        for (int g = 0; g < group; ++g) {
-          if (n > 0 && (a != batch_a || b != batch_b)) flush();
-          const int i = r * group + g;
-          qs[n] = t.queries + static_cast<int64_t>(i) * padded_hd;
-          ss[n] = states + static_cast<int64_t>(i) * sf;
-          batch_a = a;
-          batch_b = b;
-          if (++n == 4) flush();
-        }
-      }
-      flush();
     }
     if (split) continue;
     for (int i = 0; i < queries; ++i) {
@@ -158,7 +186,8 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     }
   }
   if (!split) {
-    StoreOutputs(c, seq, item.first, item.count, item.kv_head, t.total, sf, padded_hd);
+    StoreOutputs(c, seq, item.first, item.count, item.kv_head, item.heads, t.total, sf,
+                 padded_hd);
   } else if (c.split_counters[item.split].fetch_sub(1, std::memory_order_acq_rel) == 1) {
     FoldSplit(c, *split, t);
   }
