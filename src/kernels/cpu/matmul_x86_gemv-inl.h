@@ -13,7 +13,8 @@
 //   Q4_K, per row and block: the 4-bit values (u8) of two sub-blocks per register times their
 //     codes in pairs (maddubs: |2 products| <= 3810, no saturation), times the sub-block scales
 //     (madd / dpwssd with the scale in both int16 halves of each int32 lane, placed by vpermb);
-//     lanes folded to 0-7; lanes 8-15 carry m_j S_j (madd) for M_b.
+//     M_b once per block for the 16 rows, lane i = row i: the rows' mins gathered from their
+//     scale fields, in int16 pairs, times each token's code sums of the pairs (4 dpwssd).
 //   Q5_K: as Q4_K with the fifth bit added to the nibbles (u = 0..31; pairs <= 7874).
 //   Q6_K, per row and block: values u = q + 32 (0..63; pairs <= 16002 fit int16) times codes,
 //     times the int8 scales of 16-value sub-blocks (as Q4_K's), minus 32 sum_s sc_s S_s.
@@ -229,8 +230,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i sixteen = _mm512_set1_epi8(16);
-  // Scale (min) j as an int16 in both halves of the int32 lanes that need it: from the 16 bytes
-  // of Q4KScalesMins widened to int16 (source bytes 2 j, 2 j + 1).
+  // Scale j as an int16 in both halves of the int32 lanes that need it (from byte j of
+  // Q4KScalesMins).
   __m512i pick[4], bit[4];  // register k: lanes 0-7 its first sub-block's scale, 8-15 its second's
   for (int k = 0; k < 4; ++k) {
     const int first = 4 * (k / 2) + k % 2;
@@ -238,23 +239,37 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     bit[k] = Halves(_mm256_set1_epi8(static_cast<char>(1 << first)),
                     _mm256_set1_epi8(static_cast<char>(1 << (first + 2))));
   }
-  const __m512i pick_mins = PickInt16<true>([](int j) { return j; });  // lanes 8-15: min j - 8
+  // vpshufb indices: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane, zero-
+  // extended to its two int16 halves.
+  auto byte_pair = [](int first) HWY_ATTR {
+    alignas(64) uint8_t idx[64];
+    for (int j = 0; j < 64; j += 4) {
+      const int lane_byte = j % 16;  // vpshufb indexes within a 128-bit lane
+      idx[j] = static_cast<uint8_t>(lane_byte + first);
+      idx[j + 1] = 0x80;
+      idx[j + 2] = static_cast<uint8_t>(lane_byte + first + 1);
+      idx[j + 3] = 0x80;
+    }
+    return _mm512_load_si512(idx);
+  };
+  const __m512i first_pair = byte_pair(0), second_pair = byte_pair(2);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
-    __m512i a[T][4], s[T];
+    __m512i a[T][4];
+    alignas(16) int32_t sum_pairs[T][4];  // S_{2p} | S_{2p + 1} << 16 (int16 pairs), p < 4
     for (int t = 0; t < T; ++t) {
       const int8_t* ab = tok.Q(t) + 256 * b;
       a[t][0] = LoadHalves(ab, ab + 64);
       a[t][1] = LoadHalves(ab + 32, ab + 96);
       a[t][2] = LoadHalves(ab + 128, ab + 192);
       a[t][3] = LoadHalves(ab + 160, ab + 224);
-      // S_j (the codes of sub-block j summed; |S_j| <= 32 * 127 fits int16) in the low int16
-      // of lanes 8-15, all else zero.
+      // S_j (the codes of sub-block j summed; |S_j| <= 32 * 127 fits int16), j < 8.
       const __m256i s8 = _mm256_madd_epi16(
           Load256(reinterpret_cast<const uint8_t*>(tok.Sums(t) + 16 * b)), _mm256_set1_epi16(1));
-      s[t] = _mm512_inserti64x4(_mm512_setzero_si512(),
-                                _mm256_and_si256(s8, _mm256_set1_epi32(0xFFFF)), 1);
+      const __m256i s16 = _mm256_packs_epi32(s8, s8);  // per 128-bit lane: S_{4l..4l+3} twice
+      _mm_store_si128(reinterpret_cast<__m128i*>(sum_pairs[t]),
+                      _mm256_castsi256_si128(_mm256_permute4x64_epi64(s16, 0x08)));
     }
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
@@ -274,26 +289,40 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
       }
       __m512i scale[4];
       for (int k = 0; k < 4; ++k) scale[k] = _mm512_maskz_permutexvar_epi8(kLowBytes, pick[k], sm);
-      const __m512i mins = _mm512_maskz_permutexvar_epi8(kLowBytes, pick_mins, sm);
       for (int t = 0; t < T; ++t) {
         // Pairs of products (maddubs: |2 * 31 * 127| fits int16) times the scale of their
-        // sub-block, summed into int32 lanes.
+        // sub-block, summed into int32 lanes: all 16 lanes partial sums of I_b.
         __m512i sum = _mm512_madd_epi16(_mm512_maddubs_epi16(nib[0], a[t][0]), scale[0]);
         for (int k = 1; k < 4; ++k) {
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(nib[k], a[t][k]), scale[k]);
         }
-        // Lanes 0-7: the I partials folded (sum plus its halves swapped); 8-15: m_j S_j.
-        parts[t][i] = _mm512_mask_add_epi32(_mm512_madd_epi16(s[t], mins), 0x00FF, sum,
-                                            _mm512_shuffle_i64x2(sum, sum, _MM_SHUFFLE(1, 0, 3, 2)));
+        parts[t][i] = sum;
       }
     }
-    const __m512i d_dmin = GatherWords(set, row0 + kBytes * b);
+    const uint8_t* block0 = row0 + kBytes * b;
+    const __m512i d_dmin = GatherWords(set, block0);
     const __m512 d = HalfOfWords(d_dmin, 0);
     const __m512 dmin = _mm512_castsi512_ps(  // minus the file's dmin, exactly
         _mm512_xor_si512(_mm512_castps_si512(HalfOfWords(d_dmin, 16)),
                          _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+    // The 16 rows' mins in lanes, as int16 pairs m_{2p} | m_{2p + 1} << 16 (Q4KScalesMins' bit
+    // layout, from the scale field's words u1 and u2 gathered: mins 0-3 = u1 & 0x3F..; mins
+    // 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6) & 0x03..) << 4).
+    const __m512i u1 = GatherWords(set, block0 + 8), u2 = GatherWords(set, block0 + 12);
+    const __m512i m03 = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));
+    const __m512i m47 = _mm512_ternarylogic_epi32(
+        _mm512_srli_epi32(u2, 4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)),
+        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);  // (u2 >> 4) & 0x0F.. | the high bits
+    const __m512i min_pairs[4] = {
+        _mm512_shuffle_epi8(m03, first_pair), _mm512_shuffle_epi8(m03, second_pair),
+        _mm512_shuffle_epi8(m47, first_pair), _mm512_shuffle_epi8(m47, second_pair)};
     for (int t = 0; t < T; ++t) {
-      const auto [ints, mins] = ReduceBlockPairs(parts[t]);
+      const auto [half0, half1] = ReduceBlockPairs(parts[t]);
+      const __m512i ints = _mm512_add_epi32(half0, half1);
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        mins = _mm512_dpwssd_epi32(mins, min_pairs[p], _mm512_set1_epi32(sum_pairs[t][p]));
+      }
       const __m512 xv = _mm512_set1_ps(tok.Dx(t)[b]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xv), _mm512_cvtepi32_ps(ints), acc[t]);
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, xv), _mm512_cvtepi32_ps(mins), acc[t]);
@@ -322,10 +351,11 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
     __m512i a[T][4];
-    __m256i bsums[T];
+    __m512i bsums[T];  // the 16 code sums of 16 values, int16, upper half zero
     for (int t = 0; t < T; ++t) {
       for (int v = 0; v < 4; ++v) a[t][v] = _mm512_loadu_si512(tok.Q(t) + 256 * b + 64 * v);
-      bsums[t] = Load256(reinterpret_cast<const uint8_t*>(tok.Sums(t) + 16 * b));
+      bsums[t] = _mm512_zextsi256_si512(
+          Load256(reinterpret_cast<const uint8_t*>(tok.Sums(t) + 16 * b)));
     }
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
@@ -334,6 +364,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
       const __m512i sc = _mm512_castsi256_si512(sc16);
+      // -32 sc_s (|32 sc| <= 4096 fits int16) in int16 lanes s < 16, zero above.
+      const __m512i minus32sc = _mm512_zextsi256_si512(
+          _mm256_sub_epi16(_mm256_setzero_si256(), _mm256_slli_epi16(sc16, 5)));
       __m512i u[4], scale[4];
       for (int h = 0; h < 2; ++h) {
         const __m512i ql = _mm512_loadu_si512(p + 64 * h);
@@ -353,8 +386,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
           sum = _mm512_dpwssd_epi32(sum, _mm512_maddubs_epi16(u[v], a[t][v]), scale[v]);
         }
         // minus 32 sum_s sc_s S_s (pairs of sub-blocks per int32 lane)
-        const __m256i corr = _mm256_madd_epi16(sc16, bsums[t]);
-        parts[t][i] = _mm512_sub_epi32(sum, _mm512_zextsi256_si512(_mm256_slli_epi32(corr, 5)));
+        parts[t][i] = _mm512_dpwssd_epi32(sum, minus32sc, bsums[t]);
       }
     }
     // d is bytes 208-209: the high half of the word at 206, inside the block.
