@@ -17,8 +17,8 @@
 //   rows' scale bytes are gathered and widened to 2^(e - 128) exactly (subnormal for e < 2, as
 //   tensor::Mxfp4Scale), and acc = fma(d_b * dx_b, float(I_b), acc): the scheme's f32 chain.
 // A few tokens (a mixture of experts' batched step: 1-3 per expert at 16 sequences) take
-// GemvTileMxfp4Lanes instead, which gathers the rows' nibble words so that lane i = row i from
-// the start: each token then costs 8 dpbusd per block and no reduction.
+// GemvTileMxfp4Lanes instead, which transposes the rows' nibble words so that each lane holds
+// one row from the start: each token then costs 8 dpbusd per block and no reduction.
 
 // The 16 rows' d_b = 2^(e - 128) for the scale bytes at block0 + each row's offset.
 KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherMxfp4Scales(const GemvRowSet& set,
@@ -103,11 +103,11 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t
   }
 }
 
-// y[t * y_stride + i] as GemvTileMxfp4 for 2 <= T <= 8 tokens, with lane i = row i from the
-// start, so no reduction per token: per block, four gathers bring the 16 rows' nibble words
-// 4g .. 4g + 3 (g < 4) into one register each; their low nibbles (values 4g .. 4g + 3) and high
+// y[t * y_stride + i] as GemvTileMxfp4 for 2 <= T <= 8 tokens, with one row per lane from the
+// start, so no reduction per token: per block, the 16 rows' nibble words 4g .. 4g + 3 (g < 4)
+// are transposed into one register each; their low nibbles (values 4g .. 4g + 3) and high
 // nibbles (16 + 4g ..) become u = q + 128 by the vpermb lookup, and each token adds, per
-// register, its 4 codes broadcast (dpbusd): 8 dpbusd give I_b + 128 S_b in lane i = row i.
+// register, its 4 codes broadcast (dpbusd): 8 dpbusd give I_b + 128 S_b, one row per lane.
 template <int T>
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, int64_t row_bytes,
                                                          int num_rows, int64_t cols,
@@ -120,6 +120,17 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
   alignas(64) uint8_t table[64];
   for (int j = 0; j < 64; ++j) table[j] = static_cast<uint8_t>(tensor::kMxfp4Values[j % 16] + 128);
   const __m512i table_v = _mm512_load_si512(table);
+  // Lane j holds row lane_row(j) = 4 (j % 4) + j / 4 (the order the transposition below leaves;
+  // its own inverse): the scales are gathered in that order and y stored back in row order.
+  alignas(64) int32_t lane_row[kGemvRows], lane_offsets[kGemvRows];
+  alignas(64) int32_t row_offsets[kGemvRows];
+  _mm512_store_si512(row_offsets, set.offsets);
+  for (int j = 0; j < kGemvRows; ++j) {
+    lane_row[j] = 4 * (j % 4) + j / 4;
+    lane_offsets[j] = row_offsets[lane_row[j]];
+  }
+  GemvRowSet lanes = set;
+  lanes.offsets = _mm512_load_si512(lane_offsets);
   __m512 acc[T];
   for (auto& a : acc) a = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -127,13 +138,29 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
     if (b % 2 == 0) {
       for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<1>(set.rows[i] + kBytes * b, row_bytes);
     }
-    __m512i u[8];  // u[g]: values 4g .. 4g + 3, u[4 + g]: values 16 + 4g .., of row i in lane i
-    for (int g = 0; g < 4; ++g) {
-      const __m512i raw = _mm512_i32gather_epi32(set.offsets, block0 + 1 + 4 * g, 1);
-      u[g] = _mm512_permutexvar_epi8(raw, table_v);
-      u[4 + g] = _mm512_permutexvar_epi8(_mm512_srli_epi32(raw, 4), table_v);
+    // The 16 rows' nibble words, word g of row lane_row(j) in lane j of raw[g]: rows 4m .. 4m + 3
+    // in the 128-bit lanes of r[m] (broadcast loads and blends), then a 4 x 4 transposition of
+    // 32-bit words within the 128-bit lanes (cheaper than one gather per word).
+    __m512i r[4];
+    for (int m = 0; m < 4; ++m) {
+      auto row = [&](int i) HWY_ATTR {
+        return _mm512_broadcast_i32x4(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(set.rows[4 * m + i] + kBytes * b + 1)));
+      };
+      r[m] = _mm512_mask_blend_epi32(
+          0xF000, _mm512_mask_blend_epi32(0x0F00, _mm512_mask_blend_epi32(0x00F0, row(0), row(1)), row(2)),
+          row(3));
     }
-    const __m512 d = GatherMxfp4Scales(set, block0);
+    const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+    const __m512i raw[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
+                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    __m512i u[8];  // u[g]: values 4g .. 4g + 3, u[4 + g]: values 16 + 4g .., lanes as raw's
+    for (int g = 0; g < 4; ++g) {
+      u[g] = _mm512_permutexvar_epi8(raw[g], table_v);
+      u[4 + g] = _mm512_permutexvar_epi8(_mm512_srli_epi32(raw[g], 4), table_v);
+    }
+    const __m512 d = GatherMxfp4Scales(lanes, block0);
     for (int t = 0; t < T; ++t) {
       const int8_t* a = q + t * cols + 32 * b;
       __m512i ints = _mm512_setzero_si512();
@@ -148,8 +175,10 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
                                _mm512_cvtepi32_ps(ints), acc[t]);
     }
   }
+  const __m512i to_rows = _mm512_load_si512(lane_row);  // lane i <- lane lane_row(i)
   for (int t = 0; t < T; ++t) {
-    _mm512_mask_storeu_ps(y + t * y_stride, static_cast<__mmask16>((1u << num_rows) - 1), acc[t]);
+    _mm512_mask_storeu_ps(y + t * y_stride, static_cast<__mmask16>((1u << num_rows) - 1),
+                          _mm512_permutexvar_ps(to_rows, acc[t]));
   }
 }
 
