@@ -152,9 +152,10 @@ inline void ConvertHeadSlice(tensor::DType t, const uint8_t* src, int hd, float*
 }
 
 // K and V of kv head `head` at positions [lo, hi) of the chunk starting at c0 into tile rows
-// keys / values + (j - c0) * padded_hd. A head that is a whole segment is converted directly;
-// a head sharing its segment with others (head_dim not a whole number of quantization blocks)
-// goes through DequantizeKvSlices and `staging`.
+// keys / values + (j - c0) * padded_hd (values null: K only, for K and V stored as one row).
+// A head that is a whole segment is converted directly; a head sharing its segment with others
+// (head_dim not a whole number of quantization blocks) goes through DequantizeKvSlices and
+// `staging`.
 inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
                          std::span<const int32_t> block_table, int head, int hd, int padded_hd,
                          int32_t c0, int32_t lo, int32_t hi, float* keys, float* values,
@@ -173,13 +174,13 @@ inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
     const std::byte* v = kv.VSegment(layer, block_table[entry], slot, segment);
     for (int32_t r = 0; r < run; ++r, k += kv.segment_bytes, v += kv.segment_bytes) {
       float* k_row = keys + static_cast<int64_t>(j + r - c0) * padded_hd;
-      float* v_row = values + static_cast<int64_t>(j + r - c0) * padded_hd;
+      float* v_row = values ? values + static_cast<int64_t>(j + r - c0) * padded_hd : nullptr;
       if (whole) {
         ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(k), hd, k_row);
-        ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(v), hd, v_row);
+        if (values) ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(v), hd, v_row);
       } else {
         DequantizeKvSlices(kv.dtype, &k, 1, offset, hd, k_row, padded_hd, staging);
-        DequantizeKvSlices(kv.dtype, &v, 1, offset, hd, v_row, padded_hd, staging);
+        if (values) DequantizeKvSlices(kv.dtype, &v, 1, offset, hd, v_row, padded_hd, staging);
       }
     }
     j += run;
@@ -202,7 +203,7 @@ inline void PrefetchChunk(const tensor::PagedKvView& kv, int layer,
     const size_t bytes = static_cast<size_t>(run) * kv.segment_bytes;
     for (size_t b = 0; b < bytes; b += 64) {
       __builtin_prefetch(k + b);
-      __builtin_prefetch(v + b);
+      if (v != k) __builtin_prefetch(v + b);
     }
     j += run;
   }
