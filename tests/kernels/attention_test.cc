@@ -202,9 +202,10 @@ TEST(PagedAttentionTest, SplitDecodeMatchesReference) {
   }
 }
 
-// Decodes take several kv heads per work item (attention.h): 16 decodes beside a prefill
-// chunk (every kv head per item at 1-3 threads) and 2 decodes (2 heads per item at 2 threads,
-// 1 at 3), GQA with sinks and a sliding window, blocks of 8 and 16: the reference's bits.
+// Decodes take several kv heads per work item (attention.h): 16 decodes beside a prompt and a
+// long decode (every kv head per item, the long one 2 per item at 2-3 threads) and 2 decodes
+// (one head per item at 2-3 threads), GQA with sinks and a sliding window, blocks of 8 and 16:
+// the reference's bits.
 TEST(PagedAttentionTest, DecodesOverSeveralKvHeadsPerItemMatchReference) {
   std::mt19937 rng(31);
   std::vector<float> sinks(16);
@@ -212,7 +213,7 @@ TEST(PagedAttentionTest, DecodesOverSeveralKvHeadsPerItemMatchReference) {
   for (float& s : sinks) s = normal(rng);
   AttentionShape shape{.num_heads = 16, .num_kv_heads = 8, .head_dim = 64, .scale = 0.125f,
                        .window = std::nullopt, .softcap = std::nullopt};
-  std::vector<std::pair<int32_t, int32_t>> many = {{100, 40}};
+  std::vector<std::pair<int32_t, int32_t>> many = {{10, 12}, {1500, 1}};
   for (int s = 0; s < 16; ++s) many.push_back({static_cast<int32_t>(120 + rng() % 300), 1});
   const std::vector<std::pair<int32_t, int32_t>> two = {{290, 1}, {37, 2}};
   for (DType dtype : {DType::kF16, DType::kQ8_0}) {

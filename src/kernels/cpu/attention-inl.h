@@ -101,9 +101,12 @@ HWY_INLINE void TransposeKeys(const float* rows, int row_stride, int hd, float* 
 }
 
 // Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
-// as 16 logical lanes in s[0 .. kVecs).
+// as 16 logical lanes in s[0 .. kVecs). kDims: padded_hd when known at compile time (64, 128:
+// loops unrolled, q held in registers), else 0.
+template <int kDims>
 HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
   const DF d;
+  if constexpr (kDims > 0) padded_hd = kDims;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   // One register of 16 lane sums per key; the halving tree of all 16 keys is done together by
   // a transpose-and-add network. Slot i holds key (i % 4) * 4 + i / 4, so that key j ends in
@@ -243,8 +246,13 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const f
   VF scores[kQ][kVecs];
   for (int i = 0; i < kQ; i += 2) {
     if (kt == nullptr) {
-      Scores(q[i], keys, padded_hd, scale, scores[i]);
-      if (i + 1 < kQ) Scores(q[i + 1], keys, padded_hd, scale, scores[i + 1]);
+      for (int k = i; k < std::min(i + 2, kQ); ++k) {
+        switch (padded_hd) {
+          case 64: Scores<64>(q[k], keys, padded_hd, scale, scores[k]); break;
+          case 128: Scores<128>(q[k], keys, padded_hd, scale, scores[k]); break;
+          default: Scores<0>(q[k], keys, padded_hd, scale, scores[k]); break;
+        }
+      }
     } else if (i + 1 < kQ) {
       switch (padded_hd) {
         case 64: ScoresTransposed<2, 64>(q + i, kt, padded_hd, scale, scores + i); break;

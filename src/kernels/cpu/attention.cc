@@ -60,15 +60,26 @@ SeqParts PartitionsOf(const AttentionShape& shape, const AttentionSequence& s, i
   return {internal::WindowStart(shape, pos0) / kPartition, (pos0 + count - 1) / kPartition + 1};
 }
 
-// Kv heads per item of the sequences with at most kSplitMaxTokens tokens when they are not
-// split: the most (a divisor of kv_heads) that still leaves the step kMinItemsPerThread items
-// per thread (any number of items for one thread). `tiles`: query tiles of the step, `short`:
-// how many of them are such sequences.
-int32_t HeadsPerItem(int kv_heads, int64_t tiles, int64_t short_seqs, int num_threads) {
-  const int64_t min_items = num_threads == 1 ? 1 : kMinItemsPerThread * num_threads;
+// Visible keys x query rows x kv heads of sequence s (at most; a causal prefill sees fewer):
+// the cost measure of the work split.
+int64_t SequenceCost(const AttentionShape& shape, const AttentionSequence& s) {
+  const int32_t end = s.start_pos + s.num_tokens;
+  return int64_t{end - internal::WindowStart(shape, s.start_pos)} * s.num_tokens *
+         shape.num_kv_heads;
+}
+
+// Kv heads per item of an unsplit sequence of at most kSplitMaxTokens tokens: the most (a
+// divisor of kv_heads) whose items still cost at most 1 / (kMinItemsPerThread * threads) of
+// the step, so that the items balance over the threads (all of them on one thread).
+// Example: 16 equal decodes on 2 threads, 16 kv heads: each item 1/16 of the step, so 16
+// heads per item; one decode among them with 16x the context: 2 heads per item.
+int32_t HeadsPerItem(int kv_heads, int64_t seq_cost, int64_t step_cost, int num_threads) {
+  if (num_threads == 1) return kv_heads;
   for (int32_t heads = kv_heads; heads > 1; --heads) {
-    const int64_t items = (tiles - short_seqs) * kv_heads + short_seqs * (kv_heads / heads);
-    if (kv_heads % heads == 0 && items >= min_items) return heads;
+    if (kv_heads % heads == 0 &&
+        seq_cost * heads * kMinItemsPerThread * num_threads <= step_cost * kv_heads) {
+      return heads;
+    }
   }
   return 1;
 }
@@ -88,18 +99,16 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
   const int group = shape.num_heads / kv_heads;
   int64_t tiles = 0;
   int64_t split_parts = 0;  // partitions x kv heads of the sequences that may be split
-  int64_t short_seqs = 0;   // sequences of 1 to kSplitMaxTokens tokens
+  int64_t step_cost = 0;
   for (const AttentionSequence& s : seqs) {
     tiles += (s.num_tokens + kQueryTile - 1) / kQueryTile;
+    step_cost += SequenceCost(shape, s);
     if (s.num_tokens > 0 && s.num_tokens <= kSplitMaxTokens) {
       const SeqParts p = PartitionsOf(shape, s, 0, s.num_tokens);
       split_parts += int64_t{p.end - p.begin} * kv_heads;
-      ++short_seqs;
     }
   }
   const bool split = tiles * kv_heads < kMinItemsPerThread * num_threads && split_parts > 0;
-  const int32_t heads_per_item =
-      split ? 1 : HeadsPerItem(kv_heads, tiles, short_seqs, num_threads);
   const int32_t parts_per_item = static_cast<int32_t>(std::max<int64_t>(
       1, (split_parts + kSplitItemsPerThread * num_threads - 1) / (kSplitItemsPerThread * num_threads)));
   int64_t states = 0;
@@ -120,7 +129,9 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
       }
       continue;
     }
-    const int32_t heads = s.num_tokens <= kSplitMaxTokens ? heads_per_item : 1;
+    const int32_t heads = s.num_tokens <= kSplitMaxTokens
+                              ? HeadsPerItem(kv_heads, SequenceCost(shape, s), step_cost, num_threads)
+                              : 1;
     for (int32_t first = 0; first < s.num_tokens; first += kQueryTile) {
       const int32_t count = std::min(kQueryTile, s.num_tokens - first);
       const SeqParts p = PartitionsOf(shape, s, first, count);

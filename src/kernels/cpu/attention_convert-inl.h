@@ -151,6 +151,25 @@ inline void ConvertHeadSlice(tensor::DType t, const uint8_t* src, int hd, float*
   }
 }
 
+// n halves of K at k and of V at v (n a multiple of kN) widened exactly into
+// k_dst / v_dst: one run of whole F16 rows, converted in one loop with K and V interleaved so
+// that both streams' cache misses are in flight together.
+HWY_INLINE void ConvertHalvesKv(const uint8_t* k, const uint8_t* v, int64_t n, float* k_dst,
+                                float* v_dst) {
+  const DF d;
+  int64_t i = 0;
+  for (; i + 4 * static_cast<int64_t>(kN) <= n; i += 4 * kN) {
+    for (int u = 0; u < 4; ++u) {
+      hn::StoreU(HalvesToFloats(k + 2 * (i + u * kN)), d, k_dst + i + u * kN);
+      hn::StoreU(HalvesToFloats(v + 2 * (i + u * kN)), d, v_dst + i + u * kN);
+    }
+  }
+  for (; i < n; i += kN) {
+    hn::StoreU(HalvesToFloats(k + 2 * i), d, k_dst + i);
+    hn::StoreU(HalvesToFloats(v + 2 * i), d, v_dst + i);
+  }
+}
+
 // K and V of kv head `head` at positions [lo, hi) of the chunk starting at c0 into tile rows
 // keys / values + (j - c0) * padded_hd (values null: K only, for K and V stored as one row).
 // A head that is a whole segment is converted directly; a head sharing its segment with others
@@ -172,6 +191,13 @@ inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
     const int32_t run = std::min<int32_t>(hi - j, kv.block_size - slot);
     const std::byte* k = kv.KSegment(layer, block_table[entry], slot, segment);
     const std::byte* v = kv.VSegment(layer, block_table[entry], slot, segment);
+    if (whole && kv.dtype == tensor::DType::kF16 && padded_hd == hd) {  // rows back to back
+      const int64_t at = static_cast<int64_t>(j - c0) * hd;
+      ConvertHalvesKv(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v),
+                      int64_t{run} * hd, keys + at, values + at);
+      j += run;
+      continue;
+    }
     for (int32_t r = 0; r < run; ++r, k += kv.segment_bytes, v += kv.segment_bytes) {
       float* k_row = keys + static_cast<int64_t>(j + r - c0) * padded_hd;
       float* v_row = values ? values + static_cast<int64_t>(j + r - c0) * padded_hd : nullptr;
