@@ -153,11 +153,15 @@ inline void ConvertHeadSlice(tensor::DType t, const uint8_t* src, int hd, float*
 
 // n halves of K at k and of V at v (n a multiple of kN) widened exactly into
 // k_dst / v_dst: one run of whole F16 rows, converted in one loop with K and V interleaved so
-// that both streams' cache misses are in flight together.
+// that both streams' cache misses are in flight together. v_dst null: K only.
 HWY_INLINE void ConvertHalvesKv(const uint8_t* k, const uint8_t* v, int64_t n, float* k_dst,
                                 float* v_dst) {
   const DF d;
   int64_t i = 0;
+  if (v_dst == nullptr) {
+    for (; i < n; i += kN) hn::StoreU(HalvesToFloats(k + 2 * i), d, k_dst + i);
+    return;
+  }
   for (; i + 4 * static_cast<int64_t>(kN) <= n; i += 4 * kN) {
     for (int u = 0; u < 4; ++u) {
       hn::StoreU(HalvesToFloats(k + 2 * (i + u * kN)), d, k_dst + i + u * kN);
@@ -194,7 +198,7 @@ inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
     if (whole && kv.dtype == tensor::DType::kF16 && padded_hd == hd) {  // rows back to back
       const int64_t at = static_cast<int64_t>(j - c0) * hd;
       ConvertHalvesKv(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v),
-                      int64_t{run} * hd, keys + at, values + at);
+                      int64_t{run} * hd, keys + at, values ? values + at : nullptr);
       j += run;
       continue;
     }
