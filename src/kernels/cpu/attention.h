@@ -40,10 +40,12 @@
 //
 // Parallelism: work items are (sequence, kv heads, tile of up to 64 consecutive query rows,
 // range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
-// for all its rows and all query heads of the kv head (GQA); an item with at least 4 queries
-// a kv head also transposes the chunk's keys once, so that its scores are vector FMAs over the
-// keys (the same operations, so the same bits: attention-inl.h). With fewer queries and F16
-// K/V (decodes), the scores and values read the cache directly and widen it in registers.
+// for all its rows and all query heads of the kv head (GQA); K and V that are the same rows
+// (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K; an item with
+// at least 4 queries a kv head also transposes the chunk's keys once, so that its scores are
+// vector FMAs over the keys (the same operations, so the same bits: attention-inl.h). With fewer
+// queries and F16 K/V (decodes), the scores and values read the cache directly and widen it
+// in registers.
 // Items are claimed dynamically, the most expensive first (balances causal prefill). A
 // sequence of at most kSplitMaxTokens tokens (a decode) takes several kv heads per item
 // (all of them when the step has enough items) and walks each chunk's heads in turn: its
