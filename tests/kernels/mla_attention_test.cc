@@ -48,7 +48,9 @@ struct LatentCache {
     view.block_size = block_size;
     view.latent_dtype = dtype;
     view.latent_elems = dim;
-    for (int l = 0; l < 2; ++l) view.layers.push_back({bytes.data() + l * block * blocks, nullptr, block, row, 0});
+    for (int l = 0; l < 2; ++l) {
+      view.layers.push_back({bytes.data() + l * block * blocks, nullptr, block, row, 0});
+    }
   }
   tensor::PagedLatentView view;
   std::vector<std::byte> bytes;

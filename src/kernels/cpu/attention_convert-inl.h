@@ -153,11 +153,15 @@ inline void ConvertHeadSlice(tensor::DType t, const uint8_t* src, int hd, float*
 
 // n halves of K at k and of V at v (n a multiple of kN) widened exactly into
 // k_dst / v_dst: one run of whole F16 rows, converted in one loop with K and V interleaved so
-// that both streams' cache misses are in flight together.
+// that both streams' cache misses are in flight together. v_dst null: K only.
 HWY_INLINE void ConvertHalvesKv(const uint8_t* k, const uint8_t* v, int64_t n, float* k_dst,
                                 float* v_dst) {
   const DF d;
   int64_t i = 0;
+  if (v_dst == nullptr) {
+    for (; i < n; i += kN) hn::StoreU(HalvesToFloats(k + 2 * i), d, k_dst + i);
+    return;
+  }
   for (; i + 4 * static_cast<int64_t>(kN) <= n; i += 4 * kN) {
     for (int u = 0; u < 4; ++u) {
       hn::StoreU(HalvesToFloats(k + 2 * (i + u * kN)), d, k_dst + i + u * kN);
@@ -171,9 +175,10 @@ HWY_INLINE void ConvertHalvesKv(const uint8_t* k, const uint8_t* v, int64_t n, f
 }
 
 // K and V of kv head `head` at positions [lo, hi) of the chunk starting at c0 into tile rows
-// keys / values + (j - c0) * padded_hd. A head that is a whole segment is converted directly;
-// a head sharing its segment with others (head_dim not a whole number of quantization blocks)
-// goes through DequantizeKvSlices and `staging`.
+// keys / values + (j - c0) * padded_hd (values null: K only, for K and V stored as one row).
+// A head that is a whole segment is converted directly; a head sharing its segment with others
+// (head_dim not a whole number of quantization blocks) goes through DequantizeKvSlices and
+// `staging`.
 inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
                          std::span<const int32_t> block_table, int head, int hd, int padded_hd,
                          int32_t c0, int32_t lo, int32_t hi, float* keys, float* values,
@@ -193,19 +198,19 @@ inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
     if (whole && kv.dtype == tensor::DType::kF16 && padded_hd == hd) {  // rows back to back
       const int64_t at = static_cast<int64_t>(j - c0) * hd;
       ConvertHalvesKv(reinterpret_cast<const uint8_t*>(k), reinterpret_cast<const uint8_t*>(v),
-                      int64_t{run} * hd, keys + at, values + at);
+                      int64_t{run} * hd, keys + at, values ? values + at : nullptr);
       j += run;
       continue;
     }
     for (int32_t r = 0; r < run; ++r, k += kv.segment_bytes, v += kv.segment_bytes) {
       float* k_row = keys + static_cast<int64_t>(j + r - c0) * padded_hd;
-      float* v_row = values + static_cast<int64_t>(j + r - c0) * padded_hd;
+      float* v_row = values ? values + static_cast<int64_t>(j + r - c0) * padded_hd : nullptr;
       if (whole) {
         ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(k), hd, k_row);
-        ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(v), hd, v_row);
+        if (values) ConvertHeadSlice(kv.dtype, reinterpret_cast<const uint8_t*>(v), hd, v_row);
       } else {
         DequantizeKvSlices(kv.dtype, &k, 1, offset, hd, k_row, padded_hd, staging);
-        DequantizeKvSlices(kv.dtype, &v, 1, offset, hd, v_row, padded_hd, staging);
+        if (values) DequantizeKvSlices(kv.dtype, &v, 1, offset, hd, v_row, padded_hd, staging);
       }
     }
     j += run;
@@ -228,7 +233,7 @@ inline void PrefetchChunk(const tensor::PagedKvView& kv, int layer,
     const size_t bytes = static_cast<size_t>(run) * kv.segment_bytes;
     for (size_t b = 0; b < bytes; b += 64) {
       __builtin_prefetch(k + b);
-      __builtin_prefetch(v + b);
+      if (v != k) __builtin_prefetch(v + b);
     }
     j += run;
   }

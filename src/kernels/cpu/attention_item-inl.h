@@ -79,7 +79,8 @@ HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScrat
 // (all of a row's GQA group, and all rows whose window covers the chunk, share them).
 HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t, float* states, int first_query,
-                           const float* kt, int32_t c0, int32_t lo, int32_t hi) {
+                           const float* kt, const float* values, int32_t c0, int32_t lo,
+                           int32_t hi) {
   const AttentionShape& shape = *c.shape;
   const int group = shape.num_heads / shape.num_kv_heads;
   const int per_row = item.heads * group;
@@ -93,10 +94,10 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   int batch_a = 0, batch_b = 0;
   auto flush = [&] {
     switch (n) {
-      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, t.values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
       default: break;
     }
     n = 0;
@@ -158,6 +159,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
                   hd, std::max(p0, item_lo), std::min(p0 + kChunk, item_hi));
   };
   for (int s = 0; s < kPrefetchChunks; ++s) prefetch(s);
+  // K and V the same rows (MLA's latent, kernels/cpu/mla_attention.h): converted once.
+  const bool shared_kv = kv.layers[c.layer].v_base == kv.layers[c.layer].k_base;
+  float* values = shared_kv ? t.key_rows : t.values;
   if (!split) ResetStates(t.total, queries, sf, padded_hd);
   int64_t step = 0;
   for (int32_t part = item.part_begin; part < item.part_end; ++part) {
@@ -174,9 +178,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
         const int head = item.kv_head + h;
         prefetch(step + kPrefetchChunks);
         ConvertChunk(kv, c.layer, seq.block_table, head, hd, padded_hd, c0, lo, hi, t.key_rows,
-                     t.values, t.staging);
+                     shared_kv ? nullptr : t.values, t.staging);
         if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
-        UpdateHead(c, item, t, states, h * group, kt, c0, lo, hi);
+        UpdateHead(c, item, t, states, h * group, kt, values, c0, lo, hi);
       }
     }
     if (split) continue;
