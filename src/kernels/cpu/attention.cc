@@ -129,9 +129,10 @@ void BuildItems(const AttentionShape& shape, std::span<const AttentionSequence> 
       }
       continue;
     }
-    const int32_t heads = s.num_tokens <= kSplitMaxTokens
-                              ? HeadsPerItem(kv_heads, SequenceCost(shape, s), step_cost, num_threads)
-                              : 1;
+    const int32_t heads =
+        s.num_tokens <= kSplitMaxTokens
+            ? HeadsPerItem(kv_heads, SequenceCost(shape, s), step_cost, num_threads)
+            : 1;
     for (int32_t first = 0; first < s.num_tokens; first += kQueryTile) {
       const int32_t count = std::min(kQueryTile, s.num_tokens - first);
       const SeqParts p = PartitionsOf(shape, s, first, count);

@@ -39,21 +39,19 @@
 // as plain scalar code; the kernel matches it bit for bit.
 //
 // Parallelism: work items are (sequence, kv heads, tile of up to 64 consecutive query rows,
-// range of partitions). A tile converts each 16-key chunk of K/V to f32 once and reuses it
-// for all its rows and all query heads of the kv head (GQA); K and V that are the same rows
-// (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K; an item with
-// at least 4 queries a kv head also transposes the chunk's keys once, so that its scores are
-// vector FMAs over the keys (the same operations, so the same bits: attention-inl.h). With fewer
-// queries and F16 K/V (decodes), the scores and values read the cache directly and widen it
-// in registers.
-// Items are claimed dynamically, the most expensive first (balances causal prefill). A
-// sequence of at most kSplitMaxTokens tokens (a decode) takes several kv heads per item
-// (all of them when the step has enough items) and walks each chunk's heads in turn: its
-// K/V are then read in the order they lie in a block (head-major), so the hardware prefetcher
-// streams them. When a step has few items (a lone decode, a small batch at long context),
-// such sequences are instead split into items of one kv head and consecutive partitions
-// (flash-decoding): each partition's state is stored, and the thread that finishes a
-// sequence's last item folds them in order.
+// range of partitions). A tile converts each 16-key chunk of a kv head's K/V to f32 once and
+// reuses it for all its rows and all query heads of the kv head (GQA); K and V that are the
+// same rows (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K; an
+// item with at least 4 queries of a kv head also transposes the chunk's keys once, so that its
+// scores are vector FMAs over the keys (the same operations, so the same bits:
+// attention-inl.h). Items are claimed dynamically, the most expensive first (balances causal
+// prefill). A sequence of at most kSplitMaxTokens tokens (a decode) takes several kv heads
+// per item (all of them unless that would leave an item over 1 / (4 x threads) of the step's
+// work) and walks each chunk's heads in turn: its K/V are read in the order they lie in a
+// block (head-major), so the hardware prefetcher streams them. When a step has few items (a
+// lone decode, a small batch at long context), such sequences are instead split into items
+// of one kv head and consecutive partitions (flash-decoding): each partition's state is
+// stored, and the thread that finishes a sequence's last item folds them in order.
 #pragma once
 
 #include <atomic>
