@@ -24,6 +24,7 @@
 #include <span>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
 #include "kernels/cpu/kv_dequant.h"
@@ -32,10 +33,7 @@
 namespace kvserve::kernels {
 namespace {
 
-const int kThreads = [] {
-  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
-  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 2;
-}();
+const int kThreads = bench::BenchThreads();
 constexpr int kBlock = 16;
 
 struct Cache {

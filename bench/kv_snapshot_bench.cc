@@ -15,6 +15,7 @@
 #include <random>
 #include <string>
 
+#include "bench_threads.h"
 #include "core/check.h"
 #include "engine/engine.h"
 #include "engine/kv_snapshot.h"
@@ -28,10 +29,7 @@ using Clock = std::chrono::steady_clock;
 constexpr int kNumRequests = 32;
 constexpr int kPromptTokens = 128;
 
-const int kThreads = [] {
-  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
-  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 2;
-}();
+const int kThreads = bench::BenchThreads();
 
 std::string Model110M() {
   const std::string path = "/tmp/kvserve_bench_110m_preset_q8_0.gguf";

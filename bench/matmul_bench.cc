@@ -17,6 +17,7 @@
 #include <memory>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 #include "tensor/dtype.h"
@@ -33,13 +34,8 @@ constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8
                             DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
                             DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
-int BenchThreads() {
-  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
-  return env ? std::max(1, std::atoi(env)) : 2;
-}
-
 ThreadPool& Pool() {
-  static ThreadPool pool(BenchThreads());
+  static ThreadPool pool(bench::BenchThreads());
   return pool;
 }
 

@@ -18,6 +18,7 @@
 #include <random>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/thread_pool.h"
 #include "kernels/cpu/mla_attention.h"
 #include "tensor/quant.h"
@@ -25,10 +26,7 @@
 namespace kvserve::kernels {
 namespace {
 
-const int kThreads = [] {
-  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
-  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 2;
-}();
+const int kThreads = bench::BenchThreads();
 constexpr int kBlock = 16;
 constexpr MlaShape kShape{.num_heads = 8, .kv_lora_rank = 256, .rope_dim = 64, .scale = 0.07f};
 constexpr tensor::DType kDtype = tensor::DType::kF16;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_threads.h"
 #include "core/check.h"
 #include "core/thread_pool.h"
 #include "gguf/gguf.h"
@@ -32,10 +33,7 @@ using testing::ContiguousBlockTable;
 using testing::SimpleKvArena;
 
 // Threads: KVSERVE_BENCH_THREADS, default 2 (the machine class of docs/PERFORMANCE.md).
-const int kThreads = [] {
-  const char* env = std::getenv("KVSERVE_BENCH_THREADS");
-  return env != nullptr && std::atoi(env) > 0 ? std::atoi(env) : 2;
-}();
+const int kThreads = bench::BenchThreads();
 constexpr int kPromptTokens = 512;
 constexpr int kDecodeTokens = 128;
 constexpr int kBlockSize = 16;

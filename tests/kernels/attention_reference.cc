@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 #include "kernels/cpu/attention_exp.h"
 #include "tensor/quant.h"
@@ -122,6 +123,36 @@ std::vector<float> ReferenceAttention(const AttentionShape& shape, const tensor:
   std::vector<float> out(hd);
   for (int d = 0; d < hd; ++d) out[d] = total.acc[d] * inv;
   return out;
+}
+
+std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(rng);
+  return v;
+}
+
+ScatteredBatch MakeScatteredBatch(
+    std::mt19937& rng, int block_size, std::span<const std::pair<int32_t, int32_t>> spec,
+    const std::function<void(std::span<const int32_t> table, int32_t pos)>& fill) {
+  ScatteredBatch batch;
+  int32_t blocks = 0;
+  for (auto [start, count] : spec) blocks += (start + count + block_size - 1) / block_size;
+  std::vector<int32_t> ids(blocks);
+  std::iota(ids.begin(), ids.end(), 0);
+  std::shuffle(ids.begin(), ids.end(), rng);
+  size_t next = 0;
+  batch.tables.resize(spec.size());
+  for (size_t s = 0; s < spec.size(); ++s) {
+    const auto [start, count] = spec[s];
+    const int32_t nb = (start + count + block_size - 1) / block_size;
+    batch.tables[s].assign(ids.begin() + next, ids.begin() + next + nb);
+    next += nb;
+    for (int32_t p = 0; p < start; ++p) fill(batch.tables[s], p);
+    batch.seqs.push_back({batch.rows, count, start, batch.tables[s]});
+    batch.rows += count;
+  }
+  return batch;
 }
 
 }  // namespace kvserve::kernels::testing

@@ -27,17 +27,14 @@ namespace kvserve::kernels {
 namespace {
 
 using tensor::DType;
+using testing::MakeScatteredBatch;
+using testing::RandomFloats;
+using testing::SameBits;
+using testing::ScatteredBatch;
 
 constexpr DType kKvTypes[] = {DType::kF32,  DType::kF16,
                               DType::kBF16, DType::kQ8_0,
                               DType::kFP8_E4M3_E8M0_32, DType::kFP4_E2M1_E4M3_16};
-
-std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // A head-major paged cache of one layer with `blocks` blocks (tensor/kv_view.h).
 struct Cache {
@@ -52,43 +49,18 @@ struct Cache {
   std::vector<std::byte> bytes;
 };
 
-struct Batch {
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<AttentionSequence> seqs;
-  int64_t rows = 0;
-};
-
 // Sequences with scattered blocks; their earlier positions hold random K/V.
-Batch MakeBatch(std::mt19937& rng, Cache& cache, std::span<const std::pair<int32_t, int32_t>> spec) {
+ScatteredBatch MakeBatch(std::mt19937& rng, Cache& cache,
+                         std::span<const std::pair<int32_t, int32_t>> spec) {
   const tensor::PagedKvView& kv = cache.view;
-  Batch batch;
-  int32_t blocks = 0;
-  for (auto [start, count] : spec) blocks += (start + count + kv.block_size - 1) / kv.block_size;
-  std::vector<int32_t> ids(blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  size_t next = 0;
-  batch.tables.resize(spec.size());
-  for (size_t s = 0; s < spec.size(); ++s) {
-    const auto [start, count] = spec[s];
-    const int32_t nb = (start + count + kv.block_size - 1) / kv.block_size;
-    batch.tables[s].assign(ids.begin() + next, ids.begin() + next + nb);
-    next += nb;
-    for (int32_t p = 0; p < start; ++p) {
-      const int32_t block = batch.tables[s][p / kv.block_size];
-      StoreKvRow(kv, 0, KvPart::kKey, block, p % kv.block_size,
-                 RandomFloats(rng, kv.row_elems).data());
-      StoreKvRow(kv, 0, KvPart::kValue, block, p % kv.block_size,
-                 RandomFloats(rng, kv.row_elems).data());
-    }
-    batch.seqs.push_back({batch.rows, count, start, batch.tables[s]});
-    batch.rows += count;
-  }
-  return batch;
-}
-
-bool SameBits(float a, float b) {
-  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
+  return MakeScatteredBatch(rng, kv.block_size, spec, [&](std::span<const int32_t> table,
+                                                          int32_t p) {
+    const int32_t block = table[p / kv.block_size];
+    StoreKvRow(kv, 0, KvPart::kKey, block, p % kv.block_size,
+               RandomFloats(rng, kv.row_elems).data());
+    StoreKvRow(kv, 0, KvPart::kValue, block, p % kv.block_size,
+               RandomFloats(rng, kv.row_elems).data());
+  });
 }
 
 // Runs every thread count on every target and compares each output with the reference.
@@ -101,7 +73,7 @@ void CheckAgainstReference(std::mt19937& rng, const AttentionShape& shape, DType
     blocks += (start + count + block_size - 1) / block_size;
   }
   Cache cache(shape.num_kv_heads, shape.head_dim, dtype, block_size, blocks);
-  Batch batch = MakeBatch(rng, cache, spec);
+  ScatteredBatch batch = MakeBatch(rng, cache, spec);
   const int q_width = shape.num_heads * shape.head_dim;
   const int row_elems = shape.num_kv_heads * shape.head_dim;
   const std::vector<float> q = RandomFloats(rng, batch.rows * q_width);

@@ -26,18 +26,15 @@ namespace kvserve::kernels {
 namespace {
 
 using tensor::DType;
+using testing::MakeScatteredBatch;
+using testing::RandomFloats;
+using testing::SameBits;
+using testing::ScatteredBatch;
 
 constexpr DType kLatentTypes[] = {DType::kF32,  DType::kF16,
                                   DType::kBF16, DType::kQ8_0,
                                   DType::kFP8_E4M3_E8M0_32, DType::kFP4_E2M1_E4M3_16};
 constexpr size_t kBlockPadding = 64;  // bytes after each block's rows (another group's data)
-
-std::vector<float> RandomFloats(std::mt19937& rng, size_t n) {
-  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(n);
-  for (float& x : v) x = dist(rng);
-  return v;
-}
 
 // Two layers of latent rows in padded blocks; the kernel reads layer 1.
 struct LatentCache {
@@ -56,38 +53,16 @@ struct LatentCache {
   std::vector<std::byte> bytes;
 };
 
-struct Batch {
-  std::vector<std::vector<int32_t>> tables;
-  std::vector<AttentionSequence> seqs;
-  int64_t rows = 0;
-};
-
 // Sequences (start, count) with shuffled blocks; positions before start hold random rows.
-Batch MakeBatch(std::mt19937& rng, LatentCache& cache,
-                const std::vector<std::pair<int32_t, int32_t>>& spec) {
+ScatteredBatch MakeBatch(std::mt19937& rng, LatentCache& cache,
+                         const std::vector<std::pair<int32_t, int32_t>>& spec) {
   const tensor::PagedLatentView& v = cache.view;
-  Batch batch;
-  int32_t blocks = 0;
-  for (auto [start, count] : spec) blocks += (start + count + v.block_size - 1) / v.block_size;
-  std::vector<int32_t> ids(blocks);
-  std::iota(ids.begin(), ids.end(), 0);
-  std::shuffle(ids.begin(), ids.end(), rng);
-  size_t next = 0;
-  batch.tables.resize(spec.size());
-  for (size_t s = 0; s < spec.size(); ++s) {
-    const auto [start, count] = spec[s];
-    const int32_t nb = (start + count + v.block_size - 1) / v.block_size;
-    batch.tables[s].assign(ids.begin() + next, ids.begin() + next + nb);
-    next += nb;
-    for (int32_t p = 0; p < start; ++p) {
-      tensor::QuantizeRow(v.latent_dtype, RandomFloats(rng, v.latent_elems).data(),
-                          v.LatentRow(1, batch.tables[s][p / v.block_size], p % v.block_size),
-                          v.latent_elems);
-    }
-    batch.seqs.push_back({batch.rows, count, start, batch.tables[s]});
-    batch.rows += count;
-  }
-  return batch;
+  return MakeScatteredBatch(rng, v.block_size, spec, [&](std::span<const int32_t> table,
+                                                         int32_t p) {
+    tensor::QuantizeRow(v.latent_dtype, RandomFloats(rng, v.latent_elems).data(),
+                        v.LatentRow(1, table[p / v.block_size], p % v.block_size),
+                        v.latent_elems);
+  });
 }
 
 // The sequence's dequantized latent rows [0, positions) as an f32 one-head K/V cache with
@@ -135,10 +110,6 @@ std::vector<double> NaiveMla(const MlaShape& shape, const PlainCopy& plain, int3
   return out;
 }
 
-bool SameBits(float a, float b) {
-  return std::bit_cast<uint32_t>(a) == std::bit_cast<uint32_t>(b);
-}
-
 // Writes the batch's new rows with WriteLatentRows, runs MlaAttention on every target with 1
 // and 3 threads and compares every output value with both references.
 void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size,
@@ -150,7 +121,7 @@ void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size
     blocks += (start + count + block_size - 1) / block_size;
   }
   LatentCache cache(dim, dtype, block_size, blocks);
-  Batch batch = MakeBatch(rng, cache, spec);
+  ScatteredBatch batch = MakeBatch(rng, cache, spec);
   const int64_t width = int64_t{shape.num_heads} * dim;
   const std::vector<float> q = RandomFloats(rng, batch.rows * width);
   {

@@ -59,6 +59,14 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxConfigure() {
   AmxLoadConfig(cfg);
 }
 
+// Clears C tiles 0-3, where the row loops accumulate (after AmxConfigure / AmxConfigure32).
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxZeroCTiles() {
+  _tile_zero(0);
+  _tile_zero(1);
+  _tile_zero(2);
+  _tile_zero(3);
+}
+
 // The A parts of one tile of 16 rows: parts [part][row][cols] int8, and for the formats with
 // a min term the mins in vpdpwssd pairs, mins [row][cols / 256 * kAmxMinPairs] int32 (low half
 // the first min). Per-thread buffers.
@@ -449,10 +457,7 @@ KVSERVE_MATMUL_AMX void AmxRowsK(const WeightMatrix& w, const internal::QuantAct
   const internal::TokenGroups layout{cols, QuantTraits<kType>::kBlock, (n + 15) / 16};
   const auto* base = static_cast<const uint8_t*>(w.data);
   AmxConfigure();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  AmxZeroCTiles();
   const int64_t g_end = (t_end + 15) / 16;
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));

@@ -108,10 +108,7 @@ KVSERVE_MATMUL_AMX void AmxRowsK16(const WeightMatrix& w, const internal::QuantA
                   reinterpret_cast<const int32_t*>(act.staging + layout.SumsOffset(0)), &mins,
                   &dec, acc};
   AmxConfigure();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  AmxZeroCTiles();
   for (int64_t r = row_begin; r < row_end; r += 16) {
     t.row0 = base + r * row_bytes;
     t.num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
@@ -224,10 +221,7 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ8_0x16(const WeightMatrix& w,
   AmxQ8Tile16 t{nullptr, row_bytes, blocks, offsets, act.staging + layout.QOffset(0),
                 reinterpret_cast<const float*>(act.staging + layout.DOffset(0)), c, dw};
   AmxConfigure32();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  AmxZeroCTiles();
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
     t.row0 = base + r * row_bytes;

@@ -243,10 +243,7 @@ KVSERVE_MATMUL_AMX void AmxRows32(const WeightMatrix& w, const internal::QuantAc
                                  ? AmxTailSums32(act, cols, full_end, t_end)
                                  : nullptr;
   AmxConfigure32();
-  _tile_zero(0);
-  _tile_zero(1);
-  _tile_zero(2);
-  _tile_zero(3);
+  AmxZeroCTiles();
   for (int64_t r = row_begin; r < row_end; r += 16) {
     const int num_rows = static_cast<int>(std::min<int64_t>(16, row_end - r));
     AmxPacked32 packed{b_ops, own_d, nullptr};
