@@ -5,6 +5,8 @@
 // BM_Model110m/<dtype>/<n>: every matmul of a 110m llama (dim 768, 12 layers, FFN 2048,
 //   vocab 32000; 12 distinct layers of weights, so decode streams ~all weights from memory)
 //   for n tokens; counter TokPerS = n / s (an upper bound on a whole forward pass).
+// BM_ExpertStream/<dtype>/<rows>/<cols>/<n>: 640 MiB of expert matrices, each in turn for n
+//   tokens (a batched MoE decode step's few-token rows, weights from memory); WeightGBs.
 // BM_MemoryReadBandwidth: sums a 256 MiB buffer with 2 threads; counter GBs.
 // Set KVSERVE_BENCH_THREADS to change the thread count (default 2).
 #include <benchmark/benchmark.h>
@@ -29,9 +31,9 @@ namespace {
 using tensor::DType;
 
 // Indexed by the first benchmark argument.
-constexpr DType kTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0,
-                            DType::kQ4_0, DType::kQ4_K, DType::kQ5_K, DType::kQ6_K,
-                            DType::kQ2_K, DType::kQ3_K, DType::kQ4_1, DType::kQ5_0,
+constexpr DType kTypes[] = {DType::kF32,  DType::kF16,    DType::kBF16,   DType::kQ8_0,
+                            DType::kQ4_0, DType::kQ4_K,   DType::kQ5_K,   DType::kQ6_K,
+                            DType::kQ2_K, DType::kQ3_K,   DType::kQ4_1,   DType::kQ5_0,
                             DType::kQ5_1, DType::kIQ4_NL, DType::kIQ4_XS, DType::kMXFP4};
 
 ThreadPool& Pool() {
@@ -127,6 +129,51 @@ void ExpertArgs(benchmark::internal::Benchmark* b) {
       for (int n : {1, 2, 3, 4, 6, 8, 12, 16}) b->Args({t, rows, cols, n});
 }
 BENCHMARK(BM_ExpertMatMul)->Apply(ExpertArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+// The same expert matrices streamed from memory as in a batched decode step: 640 MiB of them
+// (more than this host's caches), each in turn with n tokens, one thread (the pool's threads
+// take whole matrices, as MoeFfnBlock's whole-expert path does). WeightGBs is the rate the
+// few-token rows read weights at, to set against BM_MemoryReadBandwidth.
+void BM_ExpertStream(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  const std::vector<uint8_t> one = MakeWeightBytes(dtype, rows, cols, 1);
+  const int64_t count = (int64_t{640} << 20) / static_cast<int64_t>(one.size());
+  std::vector<uint8_t> bytes(one.size() * static_cast<size_t>(count));
+  for (int64_t m = 0; m < count; ++m)
+    std::memcpy(bytes.data() + m * one.size(), one.data(), one.size());
+  const std::vector<float> x = MakeActivations(n, cols);
+  const int threads = Pool().num_threads();
+  std::vector<std::vector<float>> y(static_cast<size_t>(threads),
+                                    std::vector<float>(static_cast<size_t>(n * rows)));
+  std::vector<std::unique_ptr<MatMulScratch>> scratch;
+  std::vector<std::unique_ptr<ThreadPool>> serial;
+  for (int t = 0; t < threads; ++t) {
+    scratch.push_back(std::make_unique<MatMulScratch>(n, cols));
+    serial.push_back(std::make_unique<ThreadPool>(1));
+  }
+  for (auto _ : state) {
+    Pool().ParallelFor(
+        static_cast<size_t>(count),
+        [&](size_t begin, size_t end, int t) {
+          for (size_t m = begin; m < end; ++m) {
+            const WeightMatrix w{bytes.data() + m * one.size(), dtype, rows, cols};
+            MatMul(w, x.data(), n, y[static_cast<size_t>(t)].data(),
+                   *serial[static_cast<size_t>(t)], *scratch[static_cast<size_t>(t)]);
+          }
+        },
+        1);
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(tensor::DTypeName(dtype)));
+  state.counters["WeightGBs"] = benchmark::Counter(static_cast<double>(bytes.size()) * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_ExpertStream)
+    ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 16}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 // All matmuls of the 110m preset, one forward of n tokens.
 void BM_Model110m(benchmark::State& state) {
