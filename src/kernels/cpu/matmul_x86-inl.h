@@ -296,17 +296,35 @@ HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t
   const __m512 vscale = _mm512_set1_ps(iscale);
   const __m512 lo = _mm512_set1_ps(-127.0f);
   const __m512 hi = _mm512_set1_ps(127.0f);
-  for (int i = 0; i < 256; i += 16) {
-    const __m512 v = _mm512_mul_ps(vscale, _mm512_loadu_ps(x + i));
-    const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
-    const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi));
-    // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
-    const __mmask16 inf = _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
-    c = _mm512_mask_mov_ps(c, inf, lo);
-    const __m512i codes = _mm512_cvttps_epi32(c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(codes));
-    sums[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(codes));
+  // 64 codes at a time into one register; the code sums of each 16 from it: vpsadbw sums
+  // (code + 128) over each 8 bytes, two neighbours minus 2 * 8 * 128 give a sum of 16 (exact
+  // integers, as adding them one by one).
+  const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
+  for (int i = 0; i < 256; i += 64) {
+    __m128i codes[4];
+    for (int k = 0; k < 4; ++k) {
+      const __m512 v = _mm512_mul_ps(vscale, _mm512_loadu_ps(x + i + 16 * k));
+      const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
+      const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+      __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi));
+      // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
+      const __mmask16 inf =
+          _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+      c = _mm512_mask_mov_ps(c, inf, lo);
+      codes[k] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(c));
+    }
+    const __m512i bytes = _mm512_inserti32x4(
+        _mm512_inserti32x4(_mm512_inserti32x4(_mm512_castsi128_si512(codes[0]), codes[1], 1),
+                           codes[2], 2),
+        codes[3], 3);
+    _mm512_storeu_si512(q + i, bytes);
+    const __m512i sad = _mm512_sad_epu8(_mm512_xor_si512(bytes, flip), _mm512_setzero_si512());
+    // qword 2m + 1 onto qword 2m (within 128-bit lanes): qword 2m = sum of 16 number m + 2048
+    const __m512i pairs = _mm512_add_epi64(sad, _mm512_shuffle_epi32(sad, _MM_PERM_BADC));
+    const __m512i sum16 = _mm512_sub_epi64(pairs, _mm512_set1_epi64(2048));
+    // qwords 0, 2, 4, 6 -> int16 lanes 0-3
+    const __m512i even = _mm512_permutexvar_epi64(_mm512_set_epi64(7, 5, 3, 1, 6, 4, 2, 0), sum16);
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(sums + i / 16), _mm512_cvtepi64_epi16(even));
   }
   *d = 1.0f / iscale;
 }
