@@ -33,6 +33,7 @@ HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
 HWY_EXPORT(QuantizeRowQ8K);
 HWY_EXPORT(TokenGroupMinTokens);
+HWY_EXPORT(FillGroups);
 
 namespace {
 
@@ -232,9 +233,9 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   if (staging) {
     pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
                      [a = &args](size_t begin, size_t end, int) {
-                       internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
-                                                 static_cast<int64_t>(begin),
-                                                 static_cast<int64_t>(end), a->staging);
+                       HWY_DYNAMIC_DISPATCH(FillGroups)({a->qx, a->dx, a->sums}, a->groups,
+                                                        a->n, static_cast<int64_t>(begin),
+                                                        static_cast<int64_t>(end), a->staging);
                      });
   }
   done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};

@@ -217,15 +217,37 @@ HWY_INLINE void X86Quantize16Blocks(const float* x, int8_t* q, float* d) {
   for (int i = 0; i < 16; ++i) X86QuantizeCodes(x + 32 * i, inv[i], q + 32 * i);
 }
 
+// The code sums of each 16 of the 256 codes at q (ggml's Q8_K bsums): vpsadbw of code + 128
+// against zero sums each 8 (at most 2040, a word), then pairs of those words, less 16 * 128.
+HWY_INLINE void X86CodeSums16(const int8_t* q, int16_t* sums) {
+  const __m512i bias = _mm512_set1_epi8(static_cast<char>(0x80));
+  __m128i w[4];
+  for (int z = 0; z < 4; ++z) {
+    const __m512i u = _mm512_xor_si512(_mm512_loadu_si512(q + 64 * z), bias);
+    w[z] = _mm512_cvtepi64_epi16(_mm512_sad_epu8(u, _mm512_setzero_si512()));
+  }
+  const __m512i words = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set_m128i(w[1], w[0])),
+                                           _mm256_set_m128i(w[3], w[2]), 1);
+  const __m512i sixteens = _mm512_sub_epi32(_mm512_madd_epi16(words, _mm512_set1_epi16(1)),
+                                            _mm512_set1_epi32(16 * 128));
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(sums), _mm512_cvtepi32_epi16(sixteens));
+}
+
 // One block of 256 activations quantized to Q8_K as QuantizeActivationRowQ8K (matmul.h) does:
 // max = the first value of largest magnitude (max_ps(|x|, acc) skips NaN as the scalar `>`
 // does), iscale = -127 / max, codes = clamp(round-half-even(iscale x)) with NaN -> 0 (|iscale x|
 // <= 127, where roundscale equals ggml's 1.5 * 2^23 trick; an infinite iscale x gives -127 as
-// that trick does), d = 1 / iscale, and the code sums of each 16.
+// that trick does), d = 1 / iscale, and the code sums of each 16. A block of finite values
+// with a finite iscale (fma(x, 0, acc) stays 0 unless some x is NaN or infinite) has no NaN
+// or infinite iscale x, and skips those two masks.
 HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t* sums) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  __m512 m = _mm512_setzero_ps();
-  for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + i), abs_mask), m);
+  __m512 m = _mm512_setzero_ps(), special = _mm512_setzero_ps();
+  for (int i = 0; i < 256; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    m = _mm512_max_ps(_mm512_and_ps(v, abs_mask), m);
+    special = _mm512_fmadd_ps(v, _mm512_setzero_ps(), special);
+  }
   const float amax = _mm512_reduce_max_ps(m);
   if (amax == 0.0f) {
     *d = 0.0f;
@@ -243,21 +265,24 @@ HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t
     }
   }
   const float iscale = -127.0f / max;
+  const bool plain = _mm512_cmp_ps_mask(special, special, _CMP_ORD_Q) == 0xFFFF &&
+                     std::isfinite(iscale);
   const __m512 vscale = _mm512_set1_ps(iscale);
   const __m512 lo = _mm512_set1_ps(-127.0f);
   const __m512 hi = _mm512_set1_ps(127.0f);
   for (int i = 0; i < 256; i += 16) {
     const __m512 v = _mm512_mul_ps(vscale, _mm512_loadu_ps(x + i));
-    const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
     const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi));
-    // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
-    const __mmask16 inf = _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
-    c = _mm512_mask_mov_ps(c, inf, lo);
-    const __m512i codes = _mm512_cvttps_epi32(c);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(codes));
-    sums[i / 16] = static_cast<int16_t>(_mm512_reduce_add_epi32(codes));
+    __m512 c = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+    if (!plain) {
+      c = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), c);
+      // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
+      const __mmask16 inf = _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+      c = _mm512_mask_mov_ps(c, inf, lo);
+    }
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + i), _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(c)));
   }
+  X86CodeSums16(q, sums);
   *d = 1.0f / iscale;
 }
 #endif
