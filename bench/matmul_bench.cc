@@ -172,8 +172,19 @@ void BM_ExpertStream(benchmark::State& state) {
 }
 BENCHMARK(BM_ExpertStream)
     ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 8, 10, 12, 16}})
+    ->ArgsProduct({{15}, {512}, {1024}, {1, 2, 3, 4}})  // gpt-oss small's MXFP4 experts
+    ->ArgsProduct({{15}, {1024}, {512}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// deepseek2 `small`'s per-head absorbed products (F32 attn_k_b 256 x 64, attn_v_b 64 x 256) for
+// a lone decode and a 16-sequence step: in cache (BM_MatMul) and from memory (BM_ExpertStream).
+void MlaHeadArgs(benchmark::internal::Benchmark* b) {
+  for (auto [rows, cols] : {std::pair{256, 64}, {64, 256}})
+    for (int n : {1, 16}) b->Args({0, rows, cols, n});
+}
+BENCHMARK(BM_MatMul)->Apply(MlaHeadArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
+BENCHMARK(BM_ExpertStream)->Apply(MlaHeadArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // All matmuls of the 110m preset, one forward of n tokens.
 void BM_Model110m(benchmark::State& state) {

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <atomic>
 
 #include "core/check.h"
 
@@ -76,8 +77,14 @@ Deepseek2Model::Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deeps
   q_abs_.resize(t * h * c.latent_dim());
   o_.resize(t * h * c.latent_dim());
   att_.resize(t * h * c.v_head_dim);
-  head_in_.resize(t * std::max(c.nope_dim, c.kv_lora_rank));
-  head_out_.resize(t * std::max(c.kv_lora_rank, c.v_head_dim));
+  const int64_t head_cols = std::max({c.nope_dim, c.kv_lora_rank, c.v_head_dim});
+  head_in_.resize(t * head_cols);
+  head_out_.resize(t * head_cols);
+  rope_cs_.resize(t * c.rope_dim);
+  for (int i = 0; i < options_.max_threads; ++i) {
+    head_lanes_.push_back(
+        std::make_unique<HeadLane>(std::min(t, kWholeHeadMaxTokens), head_cols));
+  }
   if (!moe_.empty()) moe_buffers_ = std::make_unique<MoeBuffers>(t, c.dim, c.moe);
   mla_scratch_ = std::make_unique<kernels::MlaScratch>(mla_, *options_.max_context_tokens,
                                                        options_.max_threads);
@@ -87,19 +94,38 @@ Deepseek2Model::Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deeps
   seqs_.reserve(options_.max_batch_tokens);
 }
 
+Deepseek2Model::HeadLane::HeadLane(int64_t tokens, int64_t cols)
+    : scratch(tokens, cols), in(tokens * cols), out(tokens * cols) {}
+
 void Deepseek2Model::PerHead(const std::vector<kernels::WeightMatrix>& w, int64_t n,
                              const float* in, int64_t in_row, int64_t in_head, float* out,
                              int64_t out_row, int64_t out_head, ThreadPool& pool) {
-  for (size_t h = 0; h < w.size(); ++h) {
+  // Head h on `p`, its n input and output rows copied through head_in and head_out.
+  auto head = [&](size_t h, float* head_in, float* head_out, ThreadPool& p,
+                  kernels::MatMulScratch& scratch) {
     const int64_t cols = w[h].cols, rows = w[h].rows;
     for (int64_t t = 0; t < n; ++t) {
-      std::copy_n(in + t * in_row + h * in_head, cols, head_in_.data() + t * cols);
+      std::copy_n(in + t * in_row + h * in_head, cols, head_in + t * cols);
     }
-    kernels::MatMul(w[h], head_in_.data(), n, head_out_.data(), pool, *matmul_scratch_);
+    kernels::MatMul(w[h], head_in, n, head_out, p, scratch);
     for (int64_t t = 0; t < n; ++t) {
-      std::copy_n(head_out_.data() + t * rows, rows, out + t * out_row + h * out_head);
+      std::copy_n(head_out + t * rows, rows, out + t * out_row + h * out_head);
     }
+  };
+  const int threads = pool.num_threads();
+  if (threads == 1 || n > kWholeHeadMaxTokens) {
+    for (size_t h = 0; h < w.size(); ++h) {
+      head(h, head_in_.data(), head_out_.data(), pool, *matmul_scratch_);
+    }
+    return;
   }
+  std::atomic<size_t> next{0};
+  pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int lane) {
+    HeadLane& l = *head_lanes_[lane];
+    for (size_t h; (h = next.fetch_add(1, std::memory_order_relaxed)) < w.size();) {
+      head(h, l.in.data(), l.out.data(), l.serial, l.scratch);
+    }
+  });
 }
 
 void Deepseek2Model::Attention(int l, const tensor::PagedLatentView& kv, ThreadPool& pool) {
@@ -110,21 +136,24 @@ void Deepseek2Model::Attention(int l, const tensor::PagedLatentView& kv, ThreadP
   kernels::MatMulScratch& mm = *matmul_scratch_;
   // 1. q (T, H, nope + rope) and the latent row [c | k_pe] (T, kv_lora + rope).
   NormRows(w.norm, act_.x.data(), act_.xb.data(), n, c.dim, c.rms_norm_eps, pool);
+  // The latent and q (or q_a) from the same normed rows: xb quantized once for both.
+  const kernels::MatMulOutput from_xb[] = {
+      {&w.kv_a, latent_.data()},
+      c.q_lora_rank > 0 ? kernels::MatMulOutput{&w.q_a, q_a_.data()}
+                        : kernels::MatMulOutput{&w.q, q_.data()}};
+  kernels::MatMulMany(from_xb, act_.xb.data(), n, pool, mm);
   if (c.q_lora_rank > 0) {
-    kernels::MatMul(w.q_a, act_.xb.data(), n, q_a_.data(), pool, mm);
     NormRows(w.q_a_norm, q_a_.data(), q_a_.data(), n, c.q_lora_rank, c.rms_norm_eps, pool);
     kernels::MatMul(w.q_b, q_a_.data(), n, q_.data(), pool, mm);
-  } else {
-    kernels::MatMul(w.q, act_.xb.data(), n, q_.data(), pool, mm);
   }
-  kernels::MatMul(w.kv_a, act_.xb.data(), n, latent_.data(), pool, mm);
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       float* row = latent_.data() + t * lat;
+      const float* cs = rope_cs_.data() + t * c.rope_dim;
       kernels::RmsNorm(row, w.kv_a_norm, row, r, c.rms_norm_eps);
-      kernels::RopeYarn(rope_, c.yarn, row + r, 1, rows_.positions[t]);
+      kernels::RopeRotate(rope_, cs, row + r, 1);
       float* q = q_.data() + t * h * qk;
-      kernels::RopeYarn(rope_, c.yarn, q + c.nope_dim, static_cast<int>(h), rows_.positions[t]);
+      kernels::RopeRotate(rope_, cs, q + c.nope_dim, static_cast<int>(h));
       for (int64_t hh = 0; hh < h; ++hh) {  // q_pe after the absorbed part
         std::copy_n(q + hh * qk + c.nope_dim, c.rope_dim, q_abs_.data() + (t * h + hh) * lat + r);
       }
@@ -152,6 +181,12 @@ void Deepseek2Model::Forward(const Batch& batch, const KvViews& kv, ThreadPool& 
                rows_);
   if (rows_.num_tokens == 0) return;
   AttentionSequencesOf(batch, rows_, /*group=*/0, seqs_);
+  pool.ParallelFor(rows_.num_tokens, [&](size_t begin, size_t end, int) {
+    for (size_t t = begin; t < end; ++t) {  // one position's angles for every layer
+      kernels::RopeYarnAngles(rope_, config_.yarn, rows_.positions[t],
+                              rope_cs_.data() + t * config_.rope_dim);
+    }
+  });
   const float eps = config_.rms_norm_eps;
   Embed(token_embd_, rows_, act_.x.data(), pool);
   for (int l = 0; l < config_.num_layers; ++l) {

@@ -61,9 +61,22 @@ class Deepseek2Model final : public Model {
 
   Deepseek2Model(std::shared_ptr<const gguf::GgufFile> file, Deepseek2Config config,
                  LoadOptions options);
+  // A thread's copies of one head's rows and its own serial pool and matmul scratch, for the
+  // per-head products of a step of at most kWholeHeadMaxTokens tokens (PerHead).
+  struct HeadLane {
+    HeadLane(int64_t tokens, int64_t cols);
+    ThreadPool serial{1};
+    kernels::MatMulScratch scratch;
+    std::vector<float> in, out;  // (tokens, cols)
+  };
+  static constexpr int64_t kWholeHeadMaxTokens = 64;
+
   void Attention(int layer, const tensor::PagedLatentView& kv, ThreadPool& pool);
   // out[t, h] = w[h] in[t, h] for every head: in row t of head h at in + t * in_row + h *
   // in_head (w[h].cols values), out at out + t * out_row + h * out_head (w[h].rows values).
+  // With several threads and at most kWholeHeadMaxTokens rows, each thread takes whole heads
+  // (no barrier per head); otherwise each head's rows are split over the pool. The bits are
+  // the matmul's either way.
   void PerHead(const std::vector<kernels::WeightMatrix>& w, int64_t n, const float* in,
                int64_t in_row, int64_t in_head, float* out, int64_t out_row, int64_t out_head,
                ThreadPool& pool);
@@ -93,6 +106,8 @@ class Deepseek2Model final : public Model {
   std::vector<float> o_;                   // (T, H, latent): MlaAttention output, kv_lora used
   std::vector<float> att_;                 // (T, H, v_dim)
   std::vector<float> head_in_, head_out_;  // (T, max(nope, kv_lora)), (T, max(kv_lora, v_dim))
+  std::vector<float> rope_cs_;             // (T, rope): the step's YaRN cos/sin pairs
+  std::vector<std::unique_ptr<HeadLane>> head_lanes_;  // (max_threads)
   std::unique_ptr<MoeBuffers> moe_buffers_;
   std::unique_ptr<kernels::MlaScratch> mla_scratch_;
   std::unique_ptr<kernels::MatMulScratch> matmul_scratch_;

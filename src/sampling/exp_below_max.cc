@@ -2,14 +2,10 @@
 
 #include <bit>
 
+#include "sampling/clones.h"
+
 namespace kvserve::sampling {
 namespace {
-
-#if defined(__x86_64__) && !defined(__clang__)
-#define KVSERVE_EXP_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KVSERVE_EXP_CLONES
-#endif
 
 // exp(x) for x in [-708, 0], branch-free so the loop vectorises: x = k ln2 + r with
 // |r| <= ln2 / 2 (k by the round-to-integer magic number 1.5 * 2^52, whose low mantissa bits
@@ -46,7 +42,7 @@ inline double ExpNonPositive(double x) {
 
 }  // namespace
 
-KVSERVE_EXP_CLONES void ExpBelowMax(std::span<const float> logits, float max, double* out) {
+KVSERVE_SAMPLING_CLONES void ExpBelowMax(std::span<const float> logits, float max, double* out) {
   const double m = max;
   const float* in = logits.data();
   const size_t n = logits.size();

@@ -7,7 +7,9 @@
 #include <numeric>
 
 #include "core/check.h"
+#include "sampling/clones.h"
 #include "sampling/rng.h"
+#include "sampling/scan.h"
 #include "sampling/sort_key.h"
 
 namespace kvserve::sampling {
@@ -18,25 +20,9 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 // NaN sorts and sums as -inf.
 float Key(float logit) { return std::isnan(logit) ? kNegInf : logit; }
 
-// Index of the largest logit, ties to the lowest id; NaN never wins; 0 when all are -inf/NaN.
-// Two passes the compiler vectorizes: the largest value (16 independent lanes; a NaN never
-// passes `>`), then the first index holding it (-0 and +0 are equal, as for `>`).
-int32_t Argmax(std::span<const float> logits) {
-  float lanes[16];
-  std::fill(lanes, lanes + 16, kNegInf);
-  const size_t n = logits.size();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) lanes[l] = logits[i + l] > lanes[l] ? logits[i + l] : lanes[l];
-  }
-  float best = kNegInf;
-  for (float l : lanes) best = l > best ? l : best;
-  for (; i < n; ++i) best = logits[i] > best ? logits[i] : best;
-  if (best == kNegInf) return 0;
-  for (size_t j = 0; j < n; ++j) {
-    if (logits[j] == best) return static_cast<int32_t>(j);
-  }
-  return 0;
+// out[i] = in[i] / divisor (each quotient correctly rounded, whatever the vector width).
+KVSERVE_SAMPLING_CLONES void DivideAll(const float* in, float divisor, float* out, size_t n) {
+  for (size_t i = 0; i < n; ++i) out[i] = in[i] / divisor;
 }
 
 }  // namespace
@@ -180,8 +166,7 @@ std::optional<Candidate> Sampler::ScaleLogits(std::span<const float> logits,
       const int32_t t = Argmax(logits);
       return Candidate{t, logits[t], 1.0};
     }
-    const float temperature = params.temperature;
-    for (int32_t i = 0; i < vocab_size_; ++i) logits_[i] = logits[i] / temperature;
+    DivideAll(logits.data(), params.temperature, logits_.data(), logits.size());
     return std::nullopt;
   }
   std::copy(logits.begin(), logits.end(), logits_.begin());
@@ -190,7 +175,7 @@ std::optional<Candidate> Sampler::ScaleLogits(std::span<const float> logits,
     const int32_t t = Argmax(logits_);
     return Candidate{t, logits_[t], 1.0};
   }
-  for (float& l : logits_) l /= params.temperature;
+  DivideAll(logits_.data(), params.temperature, logits_.data(), logits_.size());
   return std::nullopt;
 }
 

@@ -22,8 +22,10 @@
 #include <cmath>
 #include <limits>
 
+#include "sampling/clones.h"
 #include "sampling/exp_below_max.h"
 #include "sampling/sampler.h"
+#include "sampling/scan.h"
 #include "sampling/sort_key.h"
 
 namespace kvserve::sampling {
@@ -36,30 +38,6 @@ constexpr uint16_t kMinPBand = 0xFFFE;  // BucketIds: min-p undecided
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kUnitRoundoff = 0x1.0p-53;
 
-#if defined(__x86_64__) && !defined(__clang__)
-#define KVSERVE_SAMPLER_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#else
-#define KVSERVE_SAMPLER_CLONES
-#endif
-
-// The largest finite value; -inf when there is none. 16 lanes the compiler vectorizes.
-float MaxFinite(std::span<const float> values) {
-  float lanes[16];
-  std::fill(lanes, lanes + 16, -kInf);
-  const size_t n = values.size();
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    for (int l = 0; l < 16; ++l) {
-      const float v = values[i + l];
-      lanes[l] = v > lanes[l] && v < kInf ? v : lanes[l];
-    }
-  }
-  float best = -kInf;
-  for (float l : lanes) best = l > best ? l : best;
-  for (; i < n; ++i) best = values[i] > best && values[i] < kInf ? values[i] : best;
-  return best;
-}
-
 // The bucket of a finite logit <= max_logit: monotone in the logit (a larger one never lands
 // in a later bucket); ties, -0 and +0 share one.
 inline uint16_t BucketOf(float logit, float max_logit) {
@@ -70,7 +48,7 @@ inline uint16_t BucketOf(float logit, float max_logit) {
 // bucket[i] = BucketOf(logits[i]) for finite logits that pass min-p (l - max > log_min_p +
 // 1e-6), kMinPBand within 1e-6 of log(min_p) (the caller decides), kNoBucket otherwise.
 // Branch-free, so it vectorises.
-KVSERVE_SAMPLER_CLONES void BucketIds(std::span<const float> logits, float max_logit,
+KVSERVE_SAMPLING_CLONES void BucketIds(std::span<const float> logits, float max_logit,
                                       bool use_min_p, double log_min_p, uint16_t* bucket) {
   const double keep_above = log_min_p + 1e-6;
   const double drop_below = log_min_p - 1e-6;

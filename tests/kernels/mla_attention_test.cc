@@ -167,6 +167,9 @@ void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size
                 << " threads, block " << block_size << ", row " << r << " head " << h
                 << " value " << d << ": " << out[i] << ", reference " << want[i];
           }
+          for (int d = shape.kv_lora_rank; d < dim; ++d) {  // the rope part: left as it was
+            ASSERT_EQ(out[r * width + int64_t{h} * dim + d], -7.0f) << "row " << r << " head " << h;
+          }
         }
       }
     }

@@ -234,11 +234,12 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
 // One online-softmax step (attention.h) of kQ queries over the same tile keys [a, b):
 // q[i] (padded_hd floats) updates the state at state[i]. keys, values: the tile's rows,
 // padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows;
-// softcap > 0 soft-caps the scores.
+// softcap > 0 soft-caps the scores; padded_vd > 0: only acc[0, padded_vd) accumulates values
+// (internal::PaddedValueDim), else all padded_hd.
 template <int kQ>
 HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
                              const float* kt, const float* values, int padded_hd, float scale,
-                             int a, int b, float softcap = 0.0f) {
+                             int a, int b, float softcap = 0.0f, int padded_vd = 0) {
   const DF d;
   const hn::RebindToSigned<DF> di;
   HWY_ALIGN float p[kQ][kLanes];
@@ -288,27 +289,31 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const f
     m = new_max;
   }
   constexpr int kBlockVecs = 4;  // value vectors per pass: 16 accumulators for 4 queries
+  const int values_end = padded_vd > 0 ? padded_vd : padded_hd;
   int c = 0;
-  for (; c + kBlockVecs * static_cast<int>(kN) <= padded_hd; c += kBlockVecs * kN) {
+  for (; c + kBlockVecs * static_cast<int>(kN) <= values_end; c += kBlockVecs * kN) {
     AccumulateValues<kQ, kBlockVecs>(state, c, values, padded_hd, p, alpha, a, b);
   }
-  for (; c < padded_hd; c += kN) {
+  for (; c < values_end; c += kN) {
     AccumulateValues<kQ, 1>(state, c, values, padded_hd, p, alpha, a, b);
   }
 }
 
-// total = the fold of total and part (attention.h). note: part saw at least one key.
-HWY_INLINE void Merge(float* total, const float* part, int padded_hd) {
+// total = the fold of total and part (attention.h): acc[0, padded_vd) and L (padded_vd: as
+// in UpdateChunks, 0 = padded_hd). note: part saw at least one key.
+HWY_INLINE void Merge(float* total, const float* part, int padded_hd, int padded_vd = 0) {
   const DF d;
   float& m_t = total[padded_hd + kLanes];
   const float m_k = part[padded_hd + kLanes];
   const float m = std::max(m_t, m_k);
   const VF a = hn::Set(d, ExpScalar(m_t - m));
   const VF b = hn::Set(d, ExpScalar(m_k - m));
-  for (int c = 0; c < padded_hd + kLanes; c += kN) {  // acc, then L
+  auto fold = [&](int c) HWY_ATTR {
     const VF t = hn::Mul(hn::LoadU(d, total + c), a);
     hn::StoreU(Fma(hn::LoadU(d, part + c), b, t), d, total + c);
-  }
+  };
+  for (int c = 0; c < (padded_vd > 0 ? padded_vd : padded_hd); c += kN) fold(c);  // acc
+  for (int c = padded_hd; c < padded_hd + kLanes; c += kN) fold(c);             // L
   m_t = m;
 }
 
@@ -320,7 +325,7 @@ HWY_INLINE void ResetStates(float* states, int count, int state_floats, int padd
   }
 }
 
-// out[0, hd) = acc * (1 / the halving sum of L). With an attention sink s (gpt-oss; null:
+// out[0, hd) = acc * (1 / the halving sum of L) (hd: the values written, <= padded_hd). With an attention sink s (gpt-oss; null:
 // none), the sink joins the softmax denominator as one more term that carries no value:
 //   m' = max(m, s); a = exp(m - m'); sum = fma(sum, a, exp(s - m')); out = acc * (a / sum).
 HWY_INLINE void Finalize(const float* state, int hd, int padded_hd, float* out,

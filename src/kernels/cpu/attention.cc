@@ -232,6 +232,7 @@ void PagedAttention(const AttentionShape& shape, const tensor::PagedKvView& kv, 
   CHECK_GE(scratch.num_threads(), pool.num_threads());
   CHECK(!shape.window || *shape.window > 0) << "window must be positive";
   CHECK(!shape.softcap || *shape.softcap > 0.0f) << "softcap must be positive";
+  CHECK(shape.value_dim >= 0 && shape.value_dim <= shape.head_dim) << "value_dim past head_dim";
   CHECK_EQ(kv.segment_elems % shape.head_dim, 0) << "segments hold whole heads";
   TotalRows(seqs);
   for (const AttentionSequence& s : seqs) {

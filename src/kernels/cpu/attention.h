@@ -79,6 +79,10 @@ struct AttentionShape {
   // Attention sinks: (num_heads) logits, one per query head, added to the softmax denominator
   // (not scaled, not soft-capped); null: none. Not owned (usually the mapped file).
   const float* sinks = nullptr;
+  // Values accumulated and written per query head: out[row, h, 0 : value_dim]; the rest of
+  // each head's head_dim output values are left as they were. 0: head_dim. MLA's latent rows
+  // are keys of latent_dim values whose first kv_lora_rank are the value (mla_attention.h).
+  int value_dim = 0;
 };
 
 // One sequence's slice of a ragged batch. Its tokens are rows [first_row, first_row + num_tokens)
@@ -180,7 +184,8 @@ void WriteKv(const tensor::PagedKvView& kv, int layer, std::span<const Attention
              const float* k, const float* v, ThreadPool& pool);
 
 // out[row, h, :] = sum_j softmax_j(scale * q[row, h, :] . K[j, kvh, :]) V[j, kvh, :] over the
-// row's visible positions j, K/V read from the cache of `layer` (numerics: see above).
+// row's visible positions j, K/V read from the cache of `layer` (numerics: see above); with a
+// value_dim, only out[row, h, 0 : value_dim] (acc[d] for d < value_dim: the same bits).
 // q, out: (total rows, num_heads * head_dim); they must not alias.
 // note: kv.row_elems == num_kv_heads * head_dim, and scratch was built for this shape with at
 // least pool.num_threads() threads and a max context >= every position + 1 (CHECKed).

@@ -41,6 +41,16 @@ struct HybridCall {
   HybridAttentionScratch* scratch;
 };
 
+// Values accumulated per query head (AttentionShape::value_dim), rounded up to 16 and at most
+// padded_hd: the accumulators past it are never touched.
+inline int ValueDim(const AttentionShape& shape) {
+  return shape.value_dim > 0 ? shape.value_dim : shape.head_dim;
+}
+inline int PaddedValueDim(const AttentionShape& shape, int padded_hd) {
+  const int padded = (ValueDim(shape) + 15) / 16 * 16;
+  return padded < padded_hd ? padded : padded_hd;
+}
+
 inline int32_t WindowStart(const AttentionShape& shape, int32_t pos) {
   return shape.window ? (pos - *shape.window + 1 > 0 ? pos - *shape.window + 1 : 0) : 0;
 }

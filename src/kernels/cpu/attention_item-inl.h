@@ -48,8 +48,8 @@ HWY_INLINE void StoreOutputs(const internal::AttentionCall& c, const AttentionSe
                  static_cast<int64_t>(kv_head) * group * shape.head_dim;
     for (int j = 0; j < per_row; ++j) {
       const float* sink = shape.sinks != nullptr ? shape.sinks + kv_head * group + j : nullptr;
-      Finalize(states + static_cast<int64_t>(r * per_row + j) * state_floats, shape.head_dim,
-               padded_hd, row + j * shape.head_dim, sink);
+      Finalize(states + static_cast<int64_t>(r * per_row + j) * state_floats,
+               internal::ValueDim(shape), padded_hd, row + j * shape.head_dim, sink);
     }
   }
 }
@@ -63,12 +63,15 @@ HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScrat
   const int queries = seq.num_tokens * group;
   const int sf = c.scratch->state_floats();
   const int padded_hd = c.scratch->padded_head_dim();
+  const int padded_vd = internal::PaddedValueDim(*c.shape, padded_hd);
   ResetStates(t.total, queries, sf, padded_hd);
   for (int32_t k = 0; k < split.part_end - split.part_begin; ++k) {
     const float* states = c.split_states + (split.first_state + int64_t{k} * queries) * sf;
     for (int i = 0; i < queries; ++i) {
       const float* part = states + static_cast<int64_t>(i) * sf;
-      if (part[padded_hd + kLanes] != kNegInf) Merge(t.total + int64_t{i} * sf, part, padded_hd);
+      if (part[padded_hd + kLanes] != kNegInf) {
+        Merge(t.total + int64_t{i} * sf, part, padded_hd, padded_vd);
+      }
     }
   }
   StoreOutputs(c, seq, 0, seq.num_tokens, split.kv_head, 1, t.total, sf, padded_hd);
@@ -87,6 +90,7 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   const int padded_hd = c.scratch->padded_head_dim();
   const int sf = c.scratch->state_floats();
   const float softcap = shape.softcap.value_or(0.0f);
+  const int padded_vd = internal::PaddedValueDim(shape, padded_hd);
   const int32_t pos0 = c.seqs[item.seq].start_pos + item.first;
   const float* qs[4];
   float* ss[4];
@@ -94,10 +98,10 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   int batch_a = 0, batch_b = 0;
   auto flush = [&] {
     switch (n) {
-      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
-      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap); break;
+      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
       default: break;
     }
     n = 0;
@@ -133,6 +137,7 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const int group = shape.num_heads / shape.num_kv_heads;
   const int hd = shape.head_dim;
   const int padded_hd = c.scratch->padded_head_dim();
+  const int padded_vd = internal::PaddedValueDim(shape, padded_hd);
   const int sf = c.scratch->state_floats();
   const int queries = item.count * item.heads * group;
   const int32_t pos0 = seq.start_pos + item.first;
@@ -186,7 +191,9 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     if (split) continue;
     for (int i = 0; i < queries; ++i) {
       const float* p = t.part + static_cast<int64_t>(i) * sf;
-      if (p[padded_hd + kLanes] != kNegInf) Merge(t.total + int64_t{i} * sf, p, padded_hd);
+      if (p[padded_hd + kLanes] != kNegInf) {
+        Merge(t.total + int64_t{i} * sf, p, padded_hd, padded_vd);
+      }
     }
   }
   if (!split) {

@@ -24,6 +24,10 @@
 //     rows' d_b gathered: the scheme's f32 chain, block after block, one lane per row. A token's
 //     y is thus the same alone, among T, or through any other path.
 // No per-thread buffer, no lane reduction per row and block.
+// Q4_K for 2 or more tokens (a mixture of experts' expert in a batched step) takes
+// GemvTileQ4KLanes instead: the 16 rows' words are transposed so that each lane holds one row
+// from the start, and each token then costs 4 dpbusd per row and block (plus a few vpmulld per
+// 16 rows) and no reduction; the integers and the f32 chain are the same.
 //
 // Another format joins with a GemvTile<Format> function of the tiles' signature (row0,
 // row_bytes, num_rows, blocks, GemvTokens, y, y_stride), a case in GemvRowsT and its limit in
@@ -331,6 +335,158 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   StoreRows<T>(acc, num_rows, y, y_stride);
 }
 
+// Lane j of the "lane order" of a tile holds row LaneRow(j) = 4 (j % 4) + j / 4: the order
+// TransposeRowWords leaves (its own inverse).
+inline constexpr int LaneRow(int j) { return 4 * (j % 4) + j / 4; }
+
+// The 16 bytes at offset from each of the 16 rows, transposed: word w (w < 4) of row LaneRow(j)
+// in lane j of raw[w]. Rows 4m .. 4m + 3 go to the 128-bit lanes of r[m] (broadcast loads and
+// blends), then a 4 x 4 transposition of 32-bit words within the 128-bit lanes (cheaper than
+// one gather per word).
+KVSERVE_MATMUL_VNNI HWY_INLINE void TransposeRowWords(const GemvRowSet& set, int64_t offset,
+                                                      __m512i (&raw)[4]) {
+  __m512i r[4];
+  for (int m = 0; m < 4; ++m) {
+    auto row = [&](int i) HWY_ATTR {
+      return _mm512_broadcast_i32x4(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(set.rows[4 * m + i] + offset)));
+    };
+    r[m] = _mm512_mask_blend_epi32(
+        0xF000,
+        _mm512_mask_blend_epi32(0x0F00, _mm512_mask_blend_epi32(0x00F0, row(0), row(1)), row(2)),
+        row(3));
+  }
+  const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
+  const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
+  raw[0] = _mm512_unpacklo_epi64(t0, t2);
+  raw[1] = _mm512_unpackhi_epi64(t0, t2);
+  raw[2] = _mm512_unpacklo_epi64(t1, t3);
+  raw[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+// StoreRows for accumulators in lane order: lane i of y gets lane LaneRow(i) of acc[t].
+template <int T>
+HWY_INLINE void StoreLaneRows(const __m512 (&acc)[T], int num_rows, float* y, int64_t y_stride) {
+  alignas(64) int32_t lane_row[kGemvRows];
+  for (int j = 0; j < kGemvRows; ++j) lane_row[j] = LaneRow(j);
+  const __m512i to_rows = _mm512_load_si512(lane_row);
+  __m512 rows[T];
+  for (int t = 0; t < T; ++t) rows[t] = _mm512_permutexvar_ps(to_rows, acc[t]);
+  StoreRows<T>(rows, num_rows, y, y_stride);
+}
+
+// The code word (4 int8 codes) at a, broadcast to every int32 lane.
+HWY_INLINE __m512i BroadcastCodes(const int8_t* a) {
+  int32_t codes;
+  std::memcpy(&codes, a, 4);
+  return _mm512_set1_epi32(codes);
+}
+
+// Q4_K for 2 <= T tokens with one row per lane from the start (lane order), so no reduction
+// per token: per block, the rows' header (d, dmin, the scale field) and qs are transposed 16
+// bytes at a time (TransposeRowWords); word w of qs group g (qs bytes 16 g + 4 w ..) holds
+// values 16 (g % 2) + 4 w .. + 3 of sub-block 2 (g / 2) in its low nibbles and of sub-block
+// 2 (g / 2) + 1 in its high ones. Each token adds, per word, its 4 codes broadcast (dpbusd)
+// times the low nibbles (& 0x0F) and times 16 x the high ones (& 0xF0: no shift), per
+// sub-block S_s; then 16 I_b = sum_s (16 sc_s S_s (s even), sc_s 16 S_s (s odd)) (vpmulld;
+// |16 I_b| <= 16 * 8 * 63 * 32 * 15 * 128 < 2^31), I_b = 16 I_b >> 4 exactly: the integer
+// GemvTileQ4K forms, and its f32 chain (the mins as there).
+template <int T>
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int64_t row_bytes,
+                                                       int num_rows, int64_t blocks,
+                                                       const GemvTokens& tok, float* y,
+                                                       int64_t y_stride) {
+  constexpr int64_t kBytes = 144, kQs = 16;  // d, dmin, scales[12], qs[128]
+  const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+  // vpshufb indices: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane, zero-
+  // extended to its two int16 halves (the mins' int16 pairs, as GemvTileQ4K).
+  auto byte_pair = [](int first) HWY_ATTR {
+    alignas(64) uint8_t idx[64];
+    for (int j = 0; j < 64; j += 4) {
+      const int lane_byte = j % 16;
+      idx[j] = static_cast<uint8_t>(lane_byte + first);
+      idx[j + 1] = 0x80;
+      idx[j + 2] = static_cast<uint8_t>(lane_byte + first + 1);
+      idx[j + 3] = 0x80;
+    }
+    return _mm512_load_si512(idx);
+  };
+  const __m512i first_pair = byte_pair(0), second_pair = byte_pair(2);
+  __m512 acc[T];
+  for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < blocks; ++b) {
+    const int64_t block = kBytes * b;
+    __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
+    TransposeRowWords(set, block, head);
+    const __m512i u0 = head[1], u1 = head[2], u2 = head[3];
+    const __m512i sc03 = _mm512_and_si512(u0, _mm512_set1_epi32(0x3F3F3F3F));
+    const __m512i sc47 = _mm512_ternarylogic_epi32(  // (u2 & 0x0F..) | ((u0 >> 2) & 0x30..)
+        u2, _mm512_and_si512(_mm512_srli_epi32(u0, 2), _mm512_set1_epi32(0x30303030)),
+        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);
+    // scale[s]: sc_s as an int32 lane, times 16 for the low nibbles' (even) sub-blocks.
+    __m512i scale[8];
+    for (int s = 0; s < 8; ++s) {
+      const __m512i src = s < 4 ? sc03 : sc47;
+      const int shift = 8 * (s % 4) - (s % 2 == 0 ? 4 : 0);
+      const __m512i at = shift >= 0 ? _mm512_srli_epi32(src, static_cast<unsigned>(shift))
+                                    : _mm512_slli_epi32(src, 4);
+      scale[s] = _mm512_and_si512(at, _mm512_set1_epi32(s % 2 == 0 ? 0xFF0 : 0xFF));
+    }
+    __m512i sum16[T];  // 16 I_b
+    for (int t = 0; t < T; ++t) sum16[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {  // qs bytes 32 c ..: sub-blocks 2 c (low), 2 c + 1 (high)
+      for (int i = 4 * c; i < 4 * c + 4; ++i) PrefetchNextTile<3>(set.rows[i] + block, row_bytes);
+      __m512i s_lo[T], s_hi[T];
+      for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        __m512i raw[4];
+        TransposeRowWords(set, block + kQs + 32 * c + 16 * h, raw);
+        for (int w = 0; w < 4; ++w) {
+          const __m512i lo = _mm512_and_si512(raw[w], low4), hi = _mm512_and_si512(raw[w], high4);
+          for (int t = 0; t < T; ++t) {
+            const int8_t* a = tok.Q(t) + 256 * b + 64 * c + 16 * h + 4 * w;
+            s_lo[t] = _mm512_dpbusd_epi32(s_lo[t], lo, BroadcastCodes(a));
+            s_hi[t] = _mm512_dpbusd_epi32(s_hi[t], hi, BroadcastCodes(a + 32));
+          }
+        }
+      }
+      for (int t = 0; t < T; ++t) {
+        sum16[t] = _mm512_add_epi32(
+            sum16[t], _mm512_add_epi32(_mm512_mullo_epi32(s_lo[t], scale[2 * c]),
+                                       _mm512_mullo_epi32(s_hi[t], scale[2 * c + 1])));
+      }
+    }
+    const __m512 d = HalfOfWords(head[0], 0);
+    const __m512 dmin = _mm512_castsi512_ps(  // minus the file's dmin, exactly
+        _mm512_xor_si512(_mm512_castps_si512(HalfOfWords(head[0], 16)),
+                         _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+    const __m512i m03 = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));
+    const __m512i m47 = _mm512_ternarylogic_epi32(
+        _mm512_srli_epi32(u2, 4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)),
+        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);  // (u2 >> 4) & 0x0F.. | the high bits
+    const __m512i min_pairs[4] = {
+        _mm512_shuffle_epi8(m03, first_pair), _mm512_shuffle_epi8(m03, second_pair),
+        _mm512_shuffle_epi8(m47, first_pair), _mm512_shuffle_epi8(m47, second_pair)};
+    for (int t = 0; t < T; ++t) {
+      // S_{2p} | S_{2p + 1} << 16 (int16 pairs; |S_j| <= 32 * 127 fits int16)
+      const int16_t* sums = tok.Sums(t) + 16 * b;
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        const int32_t lo = sums[4 * p] + sums[4 * p + 1], hi = sums[4 * p + 2] + sums[4 * p + 3];
+        const int32_t pair = static_cast<int32_t>(
+            static_cast<uint32_t>(static_cast<uint16_t>(lo)) | static_cast<uint32_t>(hi) << 16);
+        mins = _mm512_dpwssd_epi32(mins, min_pairs[p], _mm512_set1_epi32(pair));
+      }
+      const __m512i ints = _mm512_srai_epi32(sum16[t], 4);
+      const __m512 xv = _mm512_set1_ps(tok.Dx(t)[b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, xv), _mm512_cvtepi32_ps(ints), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(dmin, xv), _mm512_cvtepi32_ps(mins), acc[t]);
+    }
+  }
+  StoreLaneRows<T>(acc, num_rows, y, y_stride);
+}
+
 // Q6_K: value i of the block has low bits from ql and high bits from qh (tensor/quant_ints.h).
 // Register v (v < 4) holds values 64 v .. 64 v + 63 in order, as u = q + 32.
 template <int T>
@@ -430,6 +586,8 @@ KVSERVE_MATMUL_VNNI void GemvRowsT(const WeightMatrix& w, const GemvTokens& tok,
     using tensor::DType;
     if constexpr (kType == DType::kQ8_0) {
       GemvTileQ8_0<T>(row0, row_bytes, num_rows, blocks, tok, y + r, w.rows);
+    } else if constexpr (kType == DType::kQ4_K && T >= 2) {
+      GemvTileQ4KLanes<T>(row0, row_bytes, num_rows, blocks, tok, y + r, w.rows);
     } else if constexpr (kType == DType::kQ4_K || kType == DType::kQ5_K) {
       GemvTileQ4K<kType == DType::kQ5_K, T>(row0, row_bytes, num_rows, blocks, tok, y + r, w.rows);
     } else {

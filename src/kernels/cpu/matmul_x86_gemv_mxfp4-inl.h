@@ -120,15 +120,10 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
   alignas(64) uint8_t table[64];
   for (int j = 0; j < 64; ++j) table[j] = static_cast<uint8_t>(tensor::kMxfp4Values[j % 16] + 128);
   const __m512i table_v = _mm512_load_si512(table);
-  // Lane j holds row lane_row(j) = 4 (j % 4) + j / 4 (the order the transposition below leaves;
-  // its own inverse): the scales are gathered in that order and y stored back in row order.
-  alignas(64) int32_t lane_row[kGemvRows], lane_offsets[kGemvRows];
-  alignas(64) int32_t row_offsets[kGemvRows];
+  // The scales gathered in lane order (TransposeRowWords), y stored back in row order.
+  alignas(64) int32_t lane_offsets[kGemvRows], row_offsets[kGemvRows];
   _mm512_store_si512(row_offsets, set.offsets);
-  for (int j = 0; j < kGemvRows; ++j) {
-    lane_row[j] = 4 * (j % 4) + j / 4;
-    lane_offsets[j] = row_offsets[lane_row[j]];
-  }
+  for (int j = 0; j < kGemvRows; ++j) lane_offsets[j] = row_offsets[LaneRow(j)];
   GemvRowSet lanes = set;
   lanes.offsets = _mm512_load_si512(lane_offsets);
   __m512 acc[T];
@@ -138,23 +133,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
     if (b % 2 == 0) {
       for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<1>(set.rows[i] + kBytes * b, row_bytes);
     }
-    // The 16 rows' nibble words, word g of row lane_row(j) in lane j of raw[g]: rows 4m .. 4m + 3
-    // in the 128-bit lanes of r[m] (broadcast loads and blends), then a 4 x 4 transposition of
-    // 32-bit words within the 128-bit lanes (cheaper than one gather per word).
-    __m512i r[4];
-    for (int m = 0; m < 4; ++m) {
-      auto row = [&](int i) HWY_ATTR {
-        return _mm512_broadcast_i32x4(
-            _mm_loadu_si128(reinterpret_cast<const __m128i*>(set.rows[4 * m + i] + kBytes * b + 1)));
-      };
-      r[m] = _mm512_mask_blend_epi32(
-          0xF000, _mm512_mask_blend_epi32(0x0F00, _mm512_mask_blend_epi32(0x00F0, row(0), row(1)), row(2)),
-          row(3));
-    }
-    const __m512i t0 = _mm512_unpacklo_epi32(r[0], r[1]), t1 = _mm512_unpackhi_epi32(r[0], r[1]);
-    const __m512i t2 = _mm512_unpacklo_epi32(r[2], r[3]), t3 = _mm512_unpackhi_epi32(r[2], r[3]);
-    const __m512i raw[4] = {_mm512_unpacklo_epi64(t0, t2), _mm512_unpackhi_epi64(t0, t2),
-                            _mm512_unpacklo_epi64(t1, t3), _mm512_unpackhi_epi64(t1, t3)};
+    // The 16 rows' nibble words, word g of row LaneRow(j) in lane j of raw[g].
+    __m512i raw[4];
+    TransposeRowWords(set, kBytes * b + 1, raw);
     __m512i u[8];  // u[g]: values 4g .. 4g + 3, u[4 + g]: values 16 + 4g .., lanes as raw's
     for (int g = 0; g < 4; ++g) {
       u[g] = _mm512_permutexvar_epi8(raw[g], table_v);
@@ -165,9 +146,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
       const int8_t* a = q + t * cols + 32 * b;
       __m512i ints = _mm512_setzero_si512();
       for (int g = 0; g < 8; ++g) {
-        int32_t codes;
-        std::memcpy(&codes, a + (g < 4 ? 4 * g : 16 + 4 * (g - 4)), 4);
-        ints = _mm512_dpbusd_epi32(ints, u[g], _mm512_set1_epi32(codes));
+        ints = _mm512_dpbusd_epi32(ints, u[g], BroadcastCodes(a + (g < 4 ? 4 * g : 16 + 4 * (g - 4))));
       }
       const int16_t* s = sums + t * (cols / 16);
       ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(128 * (int32_t{s[2 * b]} + s[2 * b + 1])));
@@ -175,11 +154,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
                                _mm512_cvtepi32_ps(ints), acc[t]);
     }
   }
-  const __m512i to_rows = _mm512_load_si512(lane_row);  // lane i <- lane lane_row(i)
-  for (int t = 0; t < T; ++t) {
-    _mm512_mask_storeu_ps(y + t * y_stride, static_cast<__mmask16>((1u << num_rows) - 1),
-                          _mm512_permutexvar_ps(to_rows, acc[t]));
-  }
+  StoreLaneRows<T>(acc, num_rows, y, y_stride);
 }
 
 // Tokens per pass of GemvRowsMxfp4 over a 16-row tile.

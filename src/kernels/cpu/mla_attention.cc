@@ -11,6 +11,7 @@ AttentionShape LatentHeadShape(const MlaShape& shape) {
   s.num_heads = shape.num_heads;
   s.num_kv_heads = 1;
   s.head_dim = shape.latent_dim();
+  s.value_dim = shape.kv_lora_rank;
   s.scale = shape.scale;
   return s;
 }

@@ -15,8 +15,8 @@
 // PagedKvView that points K and V at the latent rows: the same numbers, work items,
 // flash-decoding splits and SIMD code as every other model's attention. Each 16-row chunk
 // of a sequence's latent is converted once and read by all query heads (and all rows of a
-// prefill tile). The value is the whole row, so out[h][kv_lora_rank :] is the attention over
-// k_pe, computed alongside and ignored by the model.
+// prefill tile). The value is the row's first kv_lora_rank values (AttentionShape::value_dim):
+// the attention over k_pe, which the model would ignore, is not computed.
 // Numerics: attention.h's contract (no window, no softcap, no sinks) for the kv head of
 // latent_dim values: a query's result depends only on its position and the cached rows, never
 // on the batch, the chunking, the thread count or the SIMD target.
@@ -62,7 +62,7 @@ void WriteLatentRows(const tensor::PagedLatentView& latent, int layer,
                      std::span<const AttentionSequence> seqs, const float* rows, ThreadPool& pool);
 
 // out[row, h, 0 : kv_lora_rank] as in the header comment for every row of every sequence;
-// out[row, h, kv_lora_rank :] is overwritten with values the caller ignores.
+// out[row, h, kv_lora_rank :] is left as it was.
 // q, out: (rows, num_heads, latent_dim); they must not alias.
 // note: latent.latent_elems == latent_dim, compress_ratio 1, rows stored back to back
 // (latent_stride_bytes == RowBytes), positions < max_context_tokens, pool.num_threads() <=

@@ -30,9 +30,8 @@ double YarnTheta(const YarnParams& yarn, const YarnRamp& ramp, int i, double ext
   return extrap / yarn.factor * (1.0 - mix) + extrap * mix;
 }
 
-void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads,
-              int32_t pos) {
-  DCHECK(rope.rope_dim % 2 == 0 && rope.rope_dim <= rope.head_dim);
+void RopeYarnAngles(const RopeParams& rope, const YarnParams& yarn, int32_t pos, float* cs) {
+  DCHECK(rope.rope_dim % 2 == 0);
   DCHECK(rope.linear_scale == 1.0);
   const bool scaled = yarn.factor > 1.0;
   const YarnRamp ramp = scaled ? MakeYarnRamp(yarn, rope.rope_dim, rope.freq_base) : YarnRamp{};
@@ -40,8 +39,24 @@ void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_
     const double extrap =
         pos * std::pow(rope.freq_base, -2.0 * i / static_cast<double>(rope.rope_dim));
     const double theta = scaled ? YarnTheta(yarn, ramp, i, extrap) : extrap;
-    const float c = static_cast<float>(std::cos(theta));
-    const float s = static_cast<float>(std::sin(theta));
+    cs[2 * i] = static_cast<float>(std::cos(theta));
+    cs[2 * i + 1] = static_cast<float>(std::sin(theta));
+  }
+}
+
+void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads,
+              int32_t pos) {
+  CHECK_LE(rope.rope_dim, kMaxRopeDim);
+  float cs[kMaxRopeDim];
+  RopeYarnAngles(rope, yarn, pos, cs);
+  RopeRotate(rope, cs, x, num_heads);
+}
+
+void RopeRotate(const RopeParams& rope, const float* cs, float* x, int num_heads) {
+  DCHECK(rope.rope_dim % 2 == 0 && rope.rope_dim <= rope.head_dim);
+  for (int i = 0; i < rope.rope_dim / 2; ++i) {
+    const float c = cs[2 * i];
+    const float s = cs[2 * i + 1];
     for (int h = 0; h < num_heads; ++h) {
       float* pair = x + static_cast<int64_t>(h) * rope.head_dim + 2 * i;
       const float x0 = pair[0];

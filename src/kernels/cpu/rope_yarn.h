@@ -33,8 +33,19 @@ YarnRamp MakeYarnRamp(const YarnParams& yarn, int rope_dim, double base);
 double YarnTheta(const YarnParams& yarn, const YarnRamp& ramp, int i, double extrap);
 
 // Rotates the first rope.rope_dim values of each of num_heads heads (head stride
-// rope.head_dim) of x by the YaRN angles above at `pos`. rope.linear_scale must be 1.
+// rope.head_dim) of x by the YaRN angles above at `pos`. rope.linear_scale must be 1,
+// rope.rope_dim <= kMaxRopeDim (ops.h).
+// Equals RopeYarnAngles then RopeRotate (as Rope equals RopeAngles then RopeWith), which a
+// model uses to compute a position's angles once for all its layers.
 void RopeYarn(const RopeParams& rope, const YarnParams& yarn, float* x, int num_heads, int32_t pos);
+
+// cs[2 i] = cos(theta_i), cs[2 i + 1] = sin(theta_i) as floats: the YaRN angles above at `pos`
+// for the rope.rope_dim / 2 pairs (cs: rope_dim floats).
+void RopeYarnAngles(const RopeParams& rope, const YarnParams& yarn, int32_t pos, float* cs);
+
+// RopeYarn's rotation of x (num_heads heads, stride rope.head_dim) with the cos/sin pairs of
+// RopeYarnAngles (the same bits as RopeYarn at that position).
+void RopeRotate(const RopeParams& rope, const float* cs, float* x, int num_heads);
 
 // DeepSeek's attention scale with YaRN: mscale^2 / sqrt(qk_head_dim), mscale = 1 + 0.1 *
 // mscale_all_dim * ln(factor) (mscale_all_dim = llama.cpp's yarn_log_multiplier / 0.1; 1 when

@@ -1,0 +1,109 @@
+#include "sampling/scan.h"
+
+#include <limits>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+namespace kvserve::sampling {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The largest value over [begin, n) passing `keep` with `>` (so NaN never wins), folded into
+// `best`.
+template <bool kFiniteOnly>
+float MaxFrom(const float* v, size_t begin, size_t n, float best) {
+  for (size_t i = begin; i < n; ++i) {
+    const bool keep = !kFiniteOnly || v[i] < kInf;
+    best = keep && v[i] > best ? v[i] : best;
+  }
+  return best;
+}
+
+// The first index in [begin, n) holding `value`; n when none does.
+size_t FirstEqual(const float* v, size_t begin, size_t n, float value) {
+  for (size_t i = begin; i < n; ++i) {
+    if (v[i] == value) return i;
+  }
+  return n;
+}
+
+#if defined(__x86_64__)
+// (GCC 12 warns about the _mm512_undefined_* inside its intrinsics in a function with a target
+// attribute; nothing here is uninitialized.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+// AVX-512: MAXPS(x, acc) is `x > acc ? x : acc` lane by lane, the scalar loop's select (a NaN
+// x fails `>`, +0 vs -0 keeps acc); the lanes are then folded with the same select, and the
+// tail by the scalar loop. The order of the maxima does not matter: `>` picks one of the
+// equal candidates, and they are equal as floats (-0 == +0), which is all callers compare.
+template <bool kFiniteOnly>
+__attribute__((target("avx512f"))) float MaxAvx512(const float* v, size_t n) {
+  __m512 acc = _mm512_set1_ps(-kInf);
+  const __m512 inf = _mm512_set1_ps(kInf);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 x = _mm512_loadu_ps(v + i);
+    if constexpr (kFiniteOnly) {
+      acc = _mm512_mask_max_ps(acc, _mm512_cmp_ps_mask(x, inf, _CMP_LT_OQ), x, acc);
+    } else {
+      acc = _mm512_max_ps(x, acc);
+    }
+  }
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, acc);
+  float best = -kInf;
+  for (float l : lanes) best = l > best ? l : best;
+  return MaxFrom<kFiniteOnly>(v, i, n, best);
+}
+
+__attribute__((target("avx512f"))) size_t FirstEqualAvx512(const float* v, size_t n,
+                                                            float value) {
+  const __m512 target = _mm512_set1_ps(value);
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 hit = _mm512_cmp_ps_mask(_mm512_loadu_ps(v + i), target, _CMP_EQ_OQ);
+    if (hit != 0) return i + static_cast<size_t>(__builtin_ctz(hit));
+  }
+  return FirstEqual(v, i, n, value);
+}
+
+#pragma GCC diagnostic pop
+
+bool HasAvx512() {
+  static const bool avx512 = __builtin_cpu_supports("avx512f");
+  return avx512;
+}
+#endif
+
+template <bool kFiniteOnly>
+float Max(std::span<const float> values) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return MaxAvx512<kFiniteOnly>(values.data(), values.size());
+#endif
+  return MaxFrom<kFiniteOnly>(values.data(), 0, values.size(), -kInf);
+}
+
+}  // namespace
+
+int32_t Argmax(std::span<const float> logits) {
+  const float best = Max<false>(logits);
+  if (best == -kInf) return 0;
+  size_t at;
+#if defined(__x86_64__)
+  if (HasAvx512()) {
+    at = FirstEqualAvx512(logits.data(), logits.size(), best);
+  } else {
+    at = FirstEqual(logits.data(), 0, logits.size(), best);
+  }
+#else
+  at = FirstEqual(logits.data(), 0, logits.size(), best);
+#endif
+  return at < logits.size() ? static_cast<int32_t>(at) : 0;
+}
+
+float MaxFinite(std::span<const float> logits) { return Max<true>(logits); }
+
+}  // namespace kvserve::sampling
