@@ -100,26 +100,15 @@ HWY_INLINE void TransposeKeys(const float* rows, int row_stride, int hd, float* 
 #endif
 }
 
-// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
-// as 16 logical lanes in s[0 .. kVecs). kDims: padded_hd when known at compile time (64, 128:
-// loops unrolled, q held in registers), else 0.
-template <int kDims>
-HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
-  const DF d;
-  if constexpr (kDims > 0) padded_hd = kDims;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
-  // One register of 16 lane sums per key; the halving tree of all 16 keys is done together by
-  // a transpose-and-add network. Slot i holds key (i % 4) * 4 + i / 4, so that key j ends in
-  // output lane j. Each stage adds, per key, exactly the lanes the scalar tree adds.
-  __m512 lanes[16];
-  for (int i = 0; i < 16; ++i) {
-    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
-    for (int c = 16; c < padded_hd; c += 16) {
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
-    }
-    lanes[i] = acc;
-  }
+// On AVX-512 the scores of a chunk's keys are computed from its rows in register tiles
+// (ScoresTiled), so items never transpose keys: TransposeKeys costs more than it saves there.
+inline constexpr bool kTiledScores = true;
+
+// The halving tree of 16 keys' lane sums at once (a transpose-and-add network): lanes[i] holds
+// the 16 lane sums of key (i % 4) * 4 + i / 4; key j's total ends in lane j. Each stage adds,
+// per key, exactly the lanes the scalar tree adds.
+HWY_INLINE __m512 SumKeyLanes(const __m512* lanes) {
   __m512 t[8], u[4], w[2];
   for (int i = 0; i < 8; ++i) {  // l += l + 8
     t[i] = _mm512_add_ps(_mm512_shuffle_f32x4(lanes[2 * i], lanes[2 * i + 1], 0x44),
@@ -133,9 +122,64 @@ HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float s
     w[i] = _mm512_add_ps(_mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(1, 0, 1, 0)),
                          _mm512_shuffle_ps(u[2 * i], u[2 * i + 1], _MM_SHUFFLE(3, 2, 3, 2)));
   }
-  const __m512 sum = _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
-                                   _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
-  s[0] = hn::Mul(VF{sum}, hn::Set(d, scale));
+  return _mm512_add_ps(_mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(2, 0, 2, 0)),
+                       _mm512_shuffle_ps(w[0], w[1], _MM_SHUFFLE(3, 1, 3, 1)));
+}
+
+// Scores (below) of kQ queries over the 16 keys at once: tiles of kQ queries x 4 keys share
+// each load of a query and a key; each (query, key)'s 16 lane sums go through memory to
+// SumKeyLanes. The same operations per (query, key), so the same bits.
+template <int kQ>
+HWY_INLINE void ScoresTiled(const float* const* q, const float* keys, int padded_hd, float scale,
+                            VF (*s)[kVecs]) {
+  alignas(64) float lanes[kQ][kChunk][kLanes];  // [query][slot of SumKeyLanes][lane]
+  for (int g = 0; g < kChunk / 4; ++g) {        // keys 4g .. 4g + 3
+    const float* k0 = keys + static_cast<int64_t>(4 * g) * padded_hd;
+    __m512 acc[kQ][4];
+    for (int i = 0; i < kQ; ++i) {
+      const __m512 qv = _mm512_loadu_ps(q[i]);
+      for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_mul_ps(qv, _mm512_loadu_ps(k0 + k * padded_hd));
+    }
+    for (int c = kLanes; c < padded_hd; c += kLanes) {
+      __m512 kv[4];
+      for (int k = 0; k < 4; ++k) kv[k] = _mm512_loadu_ps(k0 + k * padded_hd + c);
+      for (int i = 0; i < kQ; ++i) {
+        const __m512 qv = _mm512_loadu_ps(q[i] + c);
+        for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_fmadd_ps(qv, kv[k], acc[i][k]);
+      }
+    }
+    for (int i = 0; i < kQ; ++i) {  // key 4g + k sits in slot 4k + g
+      for (int k = 0; k < 4; ++k) _mm512_store_ps(lanes[i][4 * k + g], acc[i][k]);
+    }
+  }
+  for (int i = 0; i < kQ; ++i) {
+    __m512 l[kChunk];
+    for (int j = 0; j < kChunk; ++j) l[j] = _mm512_load_ps(lanes[i][j]);
+    s[i][0] = hn::Mul(VF{SumKeyLanes(l)}, hn::Set(DF(), scale));
+  }
+}
+#else
+inline constexpr bool kTiledScores = false;
+#endif
+
+// Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
+// as 16 logical lanes in s[0 .. kVecs). kDims: padded_hd when known at compile time (64, 128:
+// loops unrolled, q held in registers), else 0.
+template <int kDims>
+HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
+  const DF d;
+  if constexpr (kDims > 0) padded_hd = kDims;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  __m512 lanes[16];  // slot i: key (i % 4) * 4 + i / 4 (SumKeyLanes)
+  for (int i = 0; i < 16; ++i) {
+    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
+    for (int c = 16; c < padded_hd; c += 16) {
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
+    }
+    lanes[i] = acc;
+  }
+  s[0] = hn::Mul(VF{SumKeyLanes(lanes)}, hn::Set(d, scale));
 #else
   HWY_ALIGN float dots[kLanes];
   for (int j = 0; j < kChunk; ++j) {
@@ -245,7 +289,12 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const f
   HWY_ALIGN float p[kQ][kLanes];
   float alpha[kQ];
   VF scores[kQ][kVecs];
-  for (int i = 0; i < kQ; i += 2) {
+  // Several queries: ScoresTiled on AVX-512 (one query alone keeps its q in registers).
+  constexpr bool kTiled = kTiledScores && kQ > 1;
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  if (kTiled && kt == nullptr) ScoresTiled<kQ>(q, keys, padded_hd, scale, scores);
+#endif
+  for (int i = 0; i < kQ && !(kTiled && kt == nullptr); i += 2) {
     if (kt == nullptr) {
       for (int k = i; k < std::min(i + 2, kQ); ++k) {
         switch (padded_hd) {

@@ -41,9 +41,11 @@
 // Parallelism: work items are (sequence, kv heads, tile of up to 64 consecutive query rows,
 // range of partitions). A tile converts each 16-key chunk of a kv head's K/V to f32 once and
 // reuses it for all its rows and all query heads of the kv head (GQA); K and V that are the
-// same rows (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K; an
-// item with at least 4 queries of a kv head also transposes the chunk's keys once, so that its
-// scores are vector FMAs over the keys (the same operations, so the same bits:
+// same rows (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K.
+// Queries of a kv head that see the same keys of a chunk share its loads: on AVX-512 up to 4
+// of them compute their scores together in register tiles of 4 keys; on other targets an item
+// with at least 4 queries of a kv head transposes the chunk's keys once, so that its scores are
+// vector FMAs over the keys (the same operations either way, so the same bits:
 // attention-inl.h). Items are claimed dynamically, the most expensive first (balances causal
 // prefill). A sequence of at most kSplitMaxTokens tokens (a decode) takes several kv heads
 // per item (all of them unless that would leave an item over 1 / (4 x threads) of the step's

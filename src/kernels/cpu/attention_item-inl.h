@@ -149,7 +149,8 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   // Transposing a chunk's keys costs about what it saves two queries' scores: worth it from
   // kTransposeMinQueries queries of a kv head on (prefill tiles, large GQA groups); not for a
   // lone decode.
-  const float* kt = item.count * group >= kTransposeMinQueries ? t.keys : nullptr;
+  const float* kt =
+      !kTiledScores && item.count * group >= kTransposeMinQueries ? t.keys : nullptr;
   const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);
   const int32_t item_hi = std::min(item.part_end * kPartition, last + 1);
   const int32_t chunk_lo = item_lo / kChunk * kChunk;
