@@ -171,7 +171,7 @@ void BM_ExpertStream(benchmark::State& state) {
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ExpertStream)
-    ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 16}})
+    ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 8, 10, 12, 16}})
     ->ArgsProduct({{15}, {512}, {1024}, {1, 2, 3, 4}})  // gpt-oss small's MXFP4 experts
     ->ArgsProduct({{15}, {1024}, {512}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMillisecond)

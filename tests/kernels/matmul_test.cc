@@ -276,6 +276,38 @@ TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   }
 }
 
+// Q4_K blocks at the extremes of the AMX sub-block tiles' bounds (matmul_x86_amx16k-inl.h): every
+// 4-bit value 14 or 15, every scale and min 63, activations of full magnitude (codes 123 to 127,
+// the sign by sub-block or by value), so |C_j| nears 60960 and the f32 partial sums 15,361,920;
+// 16 tokens (the one-group pipeline) and 33, all equal to the portable scheme.
+TEST(MatMulTest, AmxQ4KSubBlockBoundsExact) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
+  const int64_t rows = 19, cols = 512;
+  TestWeights w = MakeWeights(DType::kQ4_K, rows, cols, 4100);
+  std::mt19937 rng(4101);
+  for (int64_t b = 0; b < rows * cols / 256; ++b) {
+    uint8_t* block = w.bytes.data() + 144 * b;
+    std::memset(block + 4, 0xFF, 12);  // scales and mins 63 (d, dmin kept)
+    for (int i = 16; i < 144; ++i) block[i] = static_cast<uint8_t>(0xEE | (rng() & 0x11));  // 14, 15
+  }
+  for (int64_t n : {16, 33}) {
+    std::vector<float> x(static_cast<size_t>(n * cols));
+    for (int64_t t = 0; t < n; ++t) {
+      for (int64_t c = 0; c < cols; ++c) {
+        const bool negative = t % 3 == 0 ? (c / 32) % 2 == 1 : t % 3 == 1 ? c % 2 == 1 : false;
+        const float magnitude = c % 256 == 0 ? 1.0f : 1.0f - 0.03f * static_cast<float>(rng() % 2);
+        x[t * cols + c] = (negative ? -1.0f : 1.0f) * magnitude * (1.0f + 0.25f * static_cast<float>(t));
+      }
+    }
+    std::vector<float> want(static_cast<size_t>(n * rows));
+    MatMulPortable(w.matrix, x.data(), n, want.data());
+    const std::vector<float> got = RunMatMul(w.matrix, x, n, 2);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_TRUE(BitEqual(got[i], want[i])) << "n=" << n << " " << i << ": " << got[i] << " vs " << want[i];
+    }
+  }
+}
+
 // MatMulMany (one quantization of x for consecutive weights that share it) gives each output
 // the bits of its own MatMul, for runs of formats that share the activation quantization and
 // runs that do not (32-value formats with and without a min term, K formats, floats), on the

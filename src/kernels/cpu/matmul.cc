@@ -33,6 +33,7 @@ HWY_EXPORT(MatMulTarget);
 HWY_EXPORT(QuantizeRow);
 HWY_EXPORT(QuantizeRowQ8K);
 HWY_EXPORT(TokenGroupMinTokens);
+HWY_EXPORT(FillGroups);
 
 namespace {
 
@@ -42,8 +43,16 @@ constexpr int64_t kRowGrain = 16;
 constexpr int64_t kChunksPerThread = 8;
 // Below this many tokens the calling thread quantizes the activations alone.
 constexpr int64_t kParallelQuantizeTokens = 8;
-// Batches of at least this many tokens use the AMX tiles where AmxUsable().
-constexpr int64_t kAmxMinTokens = 16;
+// Batches of at least this many tokens use the AMX tiles where AmxUsable(): 16, and fewer for
+// Q4_K and Q6_K, whose one-group pipelines (kernels/cpu/matmul_x86_amx16k-inl.h, amx16-inl.h)
+// beat the few-token VNNI rows from there (measured with BM_ExpertStream, weights from memory:
+// Q4_K at 10 tokens 112 vs 134 ms for 1024 x 1024, even for 256 x 1024; Q6_K at 12 tokens 118
+// vs 131 and 128 vs 136, at 10 even or behind; docs/PERFORMANCE.md).
+int64_t AmxMinTokens(tensor::DType t) {
+  if (t == tensor::DType::kQ4_K) return 10;
+  if (t == tensor::DType::kQ6_K) return 12;
+  return 16;
+}
 // AMX batches of fewer tokens than this claim several row tiles at a time (RunRows).
 constexpr int64_t kAmxClaimTokens = 256;
 
@@ -196,12 +205,13 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   const int64_t n = args.n;
   const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)(w.dtype);
   const int64_t block = internal::ActivationBlock(w.dtype);
-  args.amx = min_tokens > 0 && n >= kAmxMinTokens && internal::AmxUsable();
+  args.amx = min_tokens > 0 && n >= AmxMinTokens(w.dtype) && internal::AmxUsable();
   // The AMX tiles of the 32-value formats read the quantized rows in place, and the code sums
   // only for a min term; every other token-group tile reads the interleaved copy.
   const bool amx32 = args.amx && block == 32 && !internal::AmxQ8WeightsAsA(w.dtype, n);
   args.sums_needed = !amx32 || w.dtype == tensor::DType::kQ4_1 || w.dtype == tensor::DType::kQ5_1;
-  const bool staging = min_tokens > 0 && n >= min_tokens && !amx32;
+  // The AMX tiles of the K formats and Q8_0 read the token groups, from fewer tokens too.
+  const bool staging = min_tokens > 0 && (n >= min_tokens || args.amx) && !amx32;
   if (staging) {
     args.staging = scratch.staging();
     args.groups = {w.cols, block, (n + 15) / 16};
@@ -232,9 +242,9 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   if (staging) {
     pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
                      [a = &args](size_t begin, size_t end, int) {
-                       internal::FillTokenGroups({a->qx, a->dx, a->sums}, a->groups, a->n,
-                                                 static_cast<int64_t>(begin),
-                                                 static_cast<int64_t>(end), a->staging);
+                       HWY_DYNAMIC_DISPATCH(FillGroups)({a->qx, a->dx, a->sums}, a->groups,
+                                                        a->n, static_cast<int64_t>(begin),
+                                                        static_cast<int64_t>(end), a->staging);
                      });
   }
   done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};

@@ -1,5 +1,6 @@
-// AMX int8 tiles for one group of 16 tokens (a batched decode step's 16 sequences) and Q4_K,
-// Q6_K or Q8_0 weights, and AmxRows, the AMX entry point of every integer format. Textually
+// AMX int8 tiles for one group of 16 tokens (a batched decode step's 16 sequences) and Q6_K or
+// Q8_0 weights (Q4_K: matmul_x86_amx16k-inl.h), and AmxRows, the AMX entry point of every
+// integer format. Textually
 // included by matmul_x86_quant-inl.h after matmul_x86_amx-inl.h (the K formats' tiles, fill and
 // f32 chain) and matmul_x86_amx32-inl.h (the 32-value formats' pipeline), AVX3_DL target only;
 // see matmul.h for the scheme and matmul_x86_amx-inl.h for the K formats' integers.
@@ -247,13 +248,16 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ8_0x16(const WeightMatrix& w,
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) (t_begin a multiple of 16) of n by AMX
 // tiles: AmxRows32 for the 32-value formats, AmxRowsK for the K formats; one group of 16 tokens
-// of Q4_K or Q6_K runs AmxRowsK16, of Q8_0 AmxRowsQ8_0x16 (MatMul prepares its token groups:
-// internal::AmxQ8WeightsAsA).
+// of Q4_K runs AmxRowsQ4K16, of Q6_K AmxRowsK16, of Q8_0 AmxRowsQ8_0x16 (MatMul prepares its
+// token groups: internal::AmxQ8WeightsAsA).
 template <tensor::DType kType>
 KVSERVE_MATMUL_AMX void AmxRows(const WeightMatrix& w, const internal::QuantActivations& act,
                                 int64_t n, float* y, int64_t row_begin, int64_t row_end,
                                 int64_t t_begin, int64_t t_end) {
-  if constexpr (kType == tensor::DType::kQ4_K || kType == tensor::DType::kQ6_K) {
+  if constexpr (kType == tensor::DType::kQ4_K) {
+    if (t_begin == 0 && t_end <= 16) return AmxRowsQ4K16(w, act, n, y, row_begin, row_end);
+  }
+  if constexpr (kType == tensor::DType::kQ6_K) {
     if (t_begin == 0 && t_end <= 16) return AmxRowsK16<kType>(w, act, n, y, row_begin, row_end);
   }
   if constexpr (kType == tensor::DType::kQ8_0) {

@@ -144,10 +144,13 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
     const __m512 d = GatherMxfp4Scales(lanes, block0);
     for (int t = 0; t < T; ++t) {
       const int8_t* a = q + t * cols + 32 * b;
-      __m512i ints = _mm512_setzero_si512();
-      for (int g = 0; g < 8; ++g) {
-        ints = _mm512_dpbusd_epi32(ints, u[g], BroadcastCodes(a + (g < 4 ? 4 * g : 16 + 4 * (g - 4))));
+      // Two dpbusd chains (values 0-15 and 16-31), half the latency of one.
+      __m512i low = _mm512_setzero_si512(), high = _mm512_setzero_si512();
+      for (int g = 0; g < 4; ++g) {
+        low = _mm512_dpbusd_epi32(low, u[g], BroadcastCodes(a + 4 * g));
+        high = _mm512_dpbusd_epi32(high, u[4 + g], BroadcastCodes(a + 16 + 4 * g));
       }
+      __m512i ints = _mm512_add_epi32(low, high);
       const int16_t* s = sums + t * (cols / 16);
       ints = _mm512_sub_epi32(ints, _mm512_set1_epi32(128 * (int32_t{s[2 * b]} + s[2 * b + 1])));
       acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(d, _mm512_set1_ps(dx[t * blocks + b])),
