@@ -257,11 +257,11 @@ void GroupByExpert(const MoeConfig& c, int64_t n, MoeBuffers& buf) {
   }
 }
 
-// One expert's biases (null: none): gate and up (ffn), down (dim).
+// One expert's gate and up biases (ffn values each; null: none). Its down bias is added in
+// MoeFfnBlock's weighted combine.
 struct ExpertBiases {
   const float* gate = nullptr;
   const float* up = nullptr;
-  const float* down = nullptr;
 };
 
 void AddBias(const float* bias, float* rows_data, int64_t rows, int64_t n) {
@@ -278,21 +278,20 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
   kernels::MatMulMany(gate_up, in, rows, pool, scratch);  // `in` quantized once for both
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
     for (size_t r = begin; r < end; ++r) {
-      AddBias(bias.gate, g + r * ffn, 1, ffn);
-      AddBias(bias.up, u + r * ffn, 1, ffn);
-      if (activation == ExpertActivation::kSwigluOai) {
-        kernels::SwigluOaiMul(g + r * ffn, u + r * ffn, ffn);
+      if (activation == ExpertActivation::kSwigluOai) {  // the biases added in the same pass
+        kernels::SwigluOaiMul(g + r * ffn, u + r * ffn, ffn, bias.gate, bias.up);
       } else {
+        AddBias(bias.gate, g + r * ffn, 1, ffn);
+        AddBias(bias.up, u + r * ffn, 1, ffn);
         kernels::SiluMul(g + r * ffn, u + r * ffn, ffn);
       }
     }
   });
   kernels::MatMul(down, g, rows, out, pool, scratch);
-  AddBias(bias.down, out, rows, down.rows);
 }
 
 // Expert e over its sorted rows: their inputs (rows of xb) gathered into buf.in, the outputs
-// in buf.out at the same rows, its gate / up rows at the same positions of buf.gate / buf.up
+// (before the down bias) in buf.out at the same rows, its gate / up rows at the same positions of buf.gate / buf.up
 // (ffn values each), so experts may run at once.
 void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* xb,
                MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
@@ -304,7 +303,7 @@ void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* 
   }
   ExpertBiases bias;
   if (c.biases) {
-    bias = {w.gate_bias + e * ffn, w.up_bias + e * ffn, w.down_bias + e * dim};
+    bias = {w.gate_bias + e * ffn, w.up_bias + e * ffn};
   }
   ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, buf.in.data() + first * dim, rows,
             buf.gate.data() + first * ffn, buf.up.data() + first * ffn,
@@ -382,7 +381,14 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
       for (int64_t k = 0; k < k_count; ++k) {
         const float wk = buf.weights[t * k_count + k];
         const float* o = buf.out.data() + static_cast<int64_t>(buf.slot[t * k_count + k]) * dim;
-        if (k == 0) {
+        if (c.biases) {  // (expert output + its down bias) * w_k
+          const float* b = w.down_bias + static_cast<int64_t>(buf.chosen[t * k_count + k]) * dim;
+          if (k == 0) {
+            for (int64_t d = 0; d < dim; ++d) y[d] = (o[d] + b[d]) * wk;
+          } else {
+            for (int64_t d = 0; d < dim; ++d) y[d] += (o[d] + b[d]) * wk;
+          }
+        } else if (k == 0) {
           for (int64_t d = 0; d < dim; ++d) y[d] = o[d] * wk;
         } else {
           for (int64_t d = 0; d < dim; ++d) y[d] += o[d] * wk;

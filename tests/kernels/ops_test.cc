@@ -58,6 +58,71 @@ TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
   hwy::SetSupportedTargetsForTest(0);
 }
 
+// The scalar definition of ops.h's SwigluOaiMul (gate and up with their biases added, if any).
+float SwigluOaiDefinition(float gate, float up) {
+  const float g = std::min(gate, kSwigluOaiLimit);
+  const float u = std::clamp(up, -kSwigluOaiLimit, kSwigluOaiLimit);
+  return g / (1.0f + AttentionExp(std::min(kSwigluOaiAlpha * (0.0f - g), 88.0f))) * (u + 1.0f);
+}
+
+// SwigluOaiMul gives the definition's bits on every SIMD target, with and without biases, at
+// the clamps (7, -7, the exp's 88), for infinities and NaN, at every tail length.
+TEST(OpsTest, SwigluOaiMulMatchesItsScalarDefinition) {
+  std::vector<float> gate, up, bg, bu;
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> wide(-120.0f, 120.0f), narrow(-9.0f, 9.0f);
+  for (int i = 0; i < 4000; ++i) {
+    gate.push_back(i % 2 == 0 ? narrow(rng) : wide(rng));
+    up.push_back(narrow(rng));
+    bg.push_back(narrow(rng) * 0.1f);
+    bu.push_back(narrow(rng) * 0.1f);
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (float g : {0.0f, -0.0f, 7.0f, -7.0f, 7.5f, -51.7f, -52.0f, -60.0f, 1e-40f, inf, -inf,
+                  std::numeric_limits<float>::quiet_NaN(), 1e30f, -1e30f}) {
+    for (float u : {-8.0f, 8.0f, inf, std::numeric_limits<float>::quiet_NaN()}) {
+      gate.push_back(g);
+      up.push_back(u);
+      bg.push_back(0.0f);
+      bu.push_back(0.0f);
+    }
+  }
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (bool biased : {false, true}) {
+      for (size_t n : {gate.size(), size_t{1}, size_t{15}, size_t{17}}) {
+        std::vector<float> out(gate.begin(), gate.begin() + n);
+        SwigluOaiMul(out.data(), up.data(), static_cast<int64_t>(n), biased ? bg.data() : nullptr,
+                     biased ? bu.data() : nullptr);
+        for (size_t i = 0; i < n; ++i) {
+          const float want = biased ? SwigluOaiDefinition(gate[i] + bg[i], up[i] + bu[i])
+                                    : SwigluOaiDefinition(gate[i], up[i]);
+          if (std::isnan(want)) {
+            EXPECT_TRUE(std::isnan(out[i])) << hwy::TargetName(target) << " " << i;
+          } else {
+            EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
+                << hwy::TargetName(target) << " gate " << gate[i] << " up " << up[i] << ": "
+                << out[i] << " vs " << want;
+          }
+        }
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
+// The clamped SwiGLU stays close to the exact function (ggml's, with exp in double).
+TEST(OpsTest, SwigluOaiMulIsCloseToExact) {
+  for (float g = -30.0f; g <= 10.0f; g += 0.037f) {
+    float out = g;
+    const float up = 0.5f;
+    SwigluOaiMul(&out, &up, 1);
+    const double gc = std::min(g, 7.0f);
+    const double exact = gc / (1.0 + std::exp(-1.702 * gc)) * 1.5;
+    EXPECT_NEAR(out, exact, 1e-6 * std::max(1.0, std::fabs(exact))) << g;
+  }
+}
+
 // The scalar definition of ops.h's RmsNorm: eight double chains, the tree, two float multiplies.
 void RmsNormDefinition(const float* x, const float* weight, float* y, int64_t n, float eps) {
   double lane[8] = {};

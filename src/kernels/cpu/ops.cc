@@ -123,14 +123,6 @@ void Rope(const RopeParams& params, float* x, int num_heads, int32_t pos) {
   RopeWith(params, cos_sin, x, num_heads);
 }
 
-void SwigluOaiMul(float* gate, const float* up, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float g = std::min(gate[i], kSwigluOaiLimit);
-    const float u = std::clamp(up[i], -kSwigluOaiLimit, kSwigluOaiLimit);
-    gate[i] = g / (1.0f + std::exp(kSwigluOaiAlpha * (-g))) * (u + 1.0f);
-  }
-}
-
 void GeluMul(float* gate, const float* up, int64_t n) {
   constexpr float kSqrt2OverPi = 0.79788456080286535588f;
   for (int64_t i = 0; i < n; ++i) {

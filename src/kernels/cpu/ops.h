@@ -67,12 +67,16 @@ bool SameRopeAngles(const RopeParams& a, const RopeParams& b);
 // bits (silu.cc).
 void SiluMul(float* gate, const float* up, int64_t n);
 
-// gpt-oss's clamped SwiGLU (ggml's swiglu_oai, alpha 1.702, limit 7), i in [0, n):
-//   g = min(gate[i], limit); u = clamp(up[i], -limit, limit)
-//   gate[i] = g / (1 + exp(-alpha g)) * (u + 1)
+// gpt-oss's clamped SwiGLU (ggml's swiglu_oai, alpha 1.702, limit 7) with the expert's gate and
+// up biases (null: none) added first, i in [0, n):
+//   g = min(gate[i] + gate_bias[i], limit); u = clamp(up[i] + up_bias[i], -limit, limit)
+//   gate[i] = g / (1 + exp(min(alpha * (0 - g), 88))) * (u + 1)
+// with exp = AttentionExp (attention_exp.h) evaluated by the vector exp as SiluMul's, so every
+// SIMD target gives the same bits (silu.cc). note: ggml uses expf; the two differ by <= 2 ulp.
 inline constexpr float kSwigluOaiAlpha = 1.702f;
 inline constexpr float kSwigluOaiLimit = 7.0f;
-void SwigluOaiMul(float* gate, const float* up, int64_t n);
+void SwigluOaiMul(float* gate, const float* up, int64_t n, const float* gate_bias = nullptr,
+                  const float* up_bias = nullptr);
 
 // gate[i] = gelu(gate[i]) * up[i], i in [0, n), GELU's tanh form as the models define it
 // (PyTorch's gelu(approximate="tanh")): 0.5 x (1 + tanh(sqrt(2 / pi) (x + 0.044715 x^3))) in f32.
