@@ -374,38 +374,30 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
   GroupByExpert(c, n, buf);
   RunExperts(w, c, n, act.xb.data(), buf, scratch, pool);
   // 3. y = sum_k w_k * expert_k(n), k in order, then + the shared experts (* sigmoid(their
-  // gate) when they have one), in act.proj.
+  // gate) when they have one), in act.proj; then the residual x += y, row by row while hot.
   pool.ParallelFor(n, [&](size_t begin, size_t end, int) {
     for (size_t t = begin; t < end; ++t) {
       float* y = act.proj.data() + t * dim;
       for (int64_t k = 0; k < k_count; ++k) {
         const float wk = buf.weights[t * k_count + k];
         const float* o = buf.out.data() + static_cast<int64_t>(buf.slot[t * k_count + k]) * dim;
-        if (c.biases) {  // (expert output + its down bias) * w_k
-          const float* b = w.down_bias + static_cast<int64_t>(buf.chosen[t * k_count + k]) * dim;
-          if (k == 0) {
-            for (int64_t d = 0; d < dim; ++d) y[d] = (o[d] + b[d]) * wk;
-          } else {
-            for (int64_t d = 0; d < dim; ++d) y[d] += (o[d] + b[d]) * wk;
-          }
-        } else if (k == 0) {
-          for (int64_t d = 0; d < dim; ++d) y[d] = o[d] * wk;
+        const float* down_bias =  // (expert output + its down bias) * w_k
+            c.biases ? w.down_bias + static_cast<int64_t>(buf.chosen[t * k_count + k]) * dim
+                     : nullptr;
+        kernels::AddScaledRow(y, o, down_bias, wk, dim, /*accumulate=*/k > 0);
+      }
+      if (c.shared_ffn_dim > 0) {
+        const float* s = buf.shared_out.data() + t * dim;
+        if (c.shared_gate) {
+          const float g = 1.0f / (1.0f + std::exp(-buf.shared_gate[t]));
+          kernels::AddScaledRow(y, s, nullptr, g, dim, /*accumulate=*/true);
         } else {
-          for (int64_t d = 0; d < dim; ++d) y[d] += o[d] * wk;
+          kernels::AddInPlace(y, s, dim);
         }
       }
-      if (c.shared_ffn_dim == 0) continue;
-      const float* s = buf.shared_out.data() + t * dim;
-      if (c.shared_gate) {
-        const float g = 1.0f / (1.0f + std::exp(-buf.shared_gate[t]));
-        for (int64_t d = 0; d < dim; ++d) y[d] += s[d] * g;
-      } else {
-        for (int64_t d = 0; d < dim; ++d) y[d] += s[d];
-      }
+      kernels::AddInPlace(act.x.data() + t * dim, y, dim);
     }
   });
-  // 4. The residual.
-  AddResidualRows(act.x.data(), act.proj.data(), n, dim, pool);
 }
 
 }  // namespace kvserve::model

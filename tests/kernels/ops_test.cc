@@ -123,6 +123,38 @@ TEST(OpsTest, SwigluOaiMulIsCloseToExact) {
   }
 }
 
+// AddScaledRow and AddInPlace give the scalar definition's bits on every SIMD target, with and
+// without a bias, first term or accumulated, at every tail length.
+TEST(OpsTest, AddScaledRowAndAddInPlaceMatchTheirScalarDefinitions) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal(0.0f, 3.0f);
+  for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
+    hwy::SetSupportedTargetsForTest(target);
+    for (int64_t n : {1, 15, 16, 17, 33, 720}) {
+      std::vector<float> x(n), bias(n), y0(n);
+      for (int64_t i = 0; i < n; ++i) x[i] = normal(rng), bias[i] = normal(rng), y0[i] = normal(rng);
+      const float w = 0.37f;
+      for (int form = 0; form < 4; ++form) {
+        const bool biased = form & 1, accumulate = form & 2;
+        std::vector<float> got = y0;
+        AddScaledRow(got.data(), x.data(), biased ? bias.data() : nullptr, w, n, accumulate);
+        for (int64_t i = 0; i < n; ++i) {
+          const float v = (biased ? x[i] + bias[i] : x[i]) * w;
+          const float want = accumulate ? y0[i] + v : v;
+          EXPECT_EQ(std::bit_cast<uint32_t>(got[i]), std::bit_cast<uint32_t>(want))
+              << hwy::TargetName(target) << " n " << n << " form " << form << " i " << i;
+        }
+      }
+      std::vector<float> sum = y0;
+      AddInPlace(sum.data(), x.data(), n);
+      for (int64_t i = 0; i < n; ++i) {
+        EXPECT_EQ(std::bit_cast<uint32_t>(sum[i]), std::bit_cast<uint32_t>(y0[i] + x[i]));
+      }
+    }
+  }
+  hwy::SetSupportedTargetsForTest(0);
+}
+
 // The scalar definition of ops.h's RmsNorm: eight double chains, the tree, two float multiplies.
 void RmsNormDefinition(const float* x, const float* weight, float* y, int64_t n, float eps) {
   double lane[8] = {};

@@ -154,10 +154,6 @@ void Softmax(float* x, int64_t n) {
   for (int64_t i = 0; i < n; ++i) x[i] *= inv;
 }
 
-void AddInPlace(float* y, const float* x, int64_t n) {
-  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
-}
-
 void EmbeddingLookup(const void* table, tensor::DType dtype, int64_t dim, int32_t token,
                      float* out) {
   const int64_t row_bytes = tensor::RowBytes(dtype, dim);

@@ -94,8 +94,14 @@ void Scale(float* x, int64_t n, float s);
 // In place: x[i] = exp(x[i] - max) / sum, the sum accumulated in index order in f32.
 void Softmax(float* x, int64_t n);
 
-// y[i] += x[i], i in [0, n).
+// y[i] += x[i], i in [0, n) (add_rows.cc).
 void AddInPlace(float* y, const float* x, int64_t n);
+
+// One term of a weighted sum of rows (MoE's combine), i in [0, n):
+//   v = (x[i] + bias[i]) * w (bias null: x[i] * w); y[i] = accumulate ? y[i] + v : v
+// One rounding per operation in that order, on every SIMD target (add_rows.cc).
+void AddScaledRow(float* y, const float* x, const float* bias, float w, int64_t n,
+                  bool accumulate);
 
 // Copies row `token` of an embedding table (num_rows, dim) of `dtype` into out (dim floats),
 // dequantizing. note: 0 <= token < num_rows (CHECKed by the caller's validation).
