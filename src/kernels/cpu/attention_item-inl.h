@@ -148,7 +148,7 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   LoadQueries(c, seq, item, padded_hd, t.queries);
   // Transposing a chunk's keys costs about what it saves two queries' scores: worth it from
   // kTransposeMinQueries queries of a kv head on (prefill tiles, large GQA groups); not for a
-  // lone decode.
+  // lone decode, nor on AVX-512, whose ScoresTiled reads the rows (attention-inl.h).
   const float* kt =
       !kTiledScores && item.count * group >= kTransposeMinQueries ? t.keys : nullptr;
   const int32_t item_lo = std::max(item.part_begin * kPartition, first_key);

@@ -271,11 +271,17 @@ HWY_INLINE void X86Quantize16Blocks(const float* x, int8_t* q, float* d) {
 // max = the first value of largest magnitude (max_ps(|x|, acc) skips NaN as the scalar `>`
 // does), iscale = -127 / max, codes = clamp(round-half-even(iscale x)) with NaN -> 0 (|iscale x|
 // <= 127, where roundscale equals ggml's 1.5 * 2^23 trick; an infinite iscale x gives -127 as
-// that trick does), d = 1 / iscale, and the code sums of each 16.
+// that trick does), d = 1 / iscale, and the code sums of each 16. A block of finite values
+// with a finite iscale (fma(x, 0, acc) stays 0 unless some x is NaN or infinite) has no NaN
+// or infinite iscale x (|iscale x| <= 127), and skips those two masks.
 HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t* sums) {
   const __m512 abs_mask = _mm512_castsi512_ps(_mm512_set1_epi32(0x7FFFFFFF));
-  __m512 m = _mm512_setzero_ps();
-  for (int i = 0; i < 256; i += 16) m = _mm512_max_ps(_mm512_and_ps(_mm512_loadu_ps(x + i), abs_mask), m);
+  __m512 m = _mm512_setzero_ps(), special = _mm512_setzero_ps();
+  for (int i = 0; i < 256; i += 16) {
+    const __m512 v = _mm512_loadu_ps(x + i);
+    m = _mm512_max_ps(_mm512_and_ps(v, abs_mask), m);
+    special = _mm512_fmadd_ps(v, _mm512_setzero_ps(), special);
+  }
   const float amax = _mm512_reduce_max_ps(m);
   if (amax == 0.0f) {
     *d = 0.0f;
@@ -293,6 +299,8 @@ HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t
     }
   }
   const float iscale = -127.0f / max;
+  const bool plain =
+      _mm512_cmp_ps_mask(special, special, _CMP_ORD_Q) == 0xFFFF && std::isfinite(iscale);
   const __m512 vscale = _mm512_set1_ps(iscale);
   const __m512 lo = _mm512_set1_ps(-127.0f);
   const __m512 hi = _mm512_set1_ps(127.0f);
@@ -304,13 +312,15 @@ HWY_INLINE void X86QuantizeBlockQ8K(const float* x, int8_t* q, float* d, int16_t
     __m128i codes[4];
     for (int k = 0; k < 4; ++k) {
       const __m512 v = _mm512_mul_ps(vscale, _mm512_loadu_ps(x + i + 16 * k));
-      const __mmask16 ordered = _mm512_cmp_ps_mask(v, v, _CMP_ORD_Q);
       const __m512 r = _mm512_roundscale_ps(v, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-      __m512 c = _mm512_maskz_mov_ps(ordered, _mm512_min_ps(_mm512_max_ps(r, lo), hi));
-      // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
-      const __mmask16 inf =
-          _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
-      c = _mm512_mask_mov_ps(c, inf, lo);
+      __m512 c = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+      if (!plain) {
+        c = _mm512_maskz_mov_ps(_mm512_cmp_ps_mask(v, v, _CMP_ORD_Q), c);
+        // iscale overflows to -inf when max is subnormal: ggml's trick maps +-inf to -127.
+        const __mmask16 inf =
+            _mm512_cmp_ps_mask(_mm512_and_ps(v, abs_mask), _mm512_set1_ps(INFINITY), _CMP_EQ_OQ);
+        c = _mm512_mask_mov_ps(c, inf, lo);
+      }
       codes[k] = _mm512_cvtepi32_epi8(_mm512_cvttps_epi32(c));
     }
     const __m512i bytes = _mm512_inserti32x4(
