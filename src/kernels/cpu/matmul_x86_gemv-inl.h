@@ -224,6 +224,20 @@ HWY_INLINE __m512i Halves(__m256i lo, __m256i hi) {
 // Q4_K (kFifthBit false) and Q5_K (true). Register k (k < 4) of a block's values: the low (k
 // even) or high nibbles of qs[64 (k / 2) ..], i.e. sub-blocks s = 4 (k / 2) + k % 2 (bytes
 // 0-31) and s + 2 (bytes 32-63); Q5_K adds 16 where bit s (s + 2) of qh[byte % 32] is set.
+// vpshufb indices: bytes `first` and `first + 1` of each 32-bit lane, zero-extended to its two
+// int16 halves (vpshufb indexes within a 128-bit lane).
+KVSERVE_MATMUL_VNNI HWY_INLINE __m512i BytePairIndex(int first) {
+  alignas(64) uint8_t idx[64];
+  for (int j = 0; j < 64; j += 4) {
+    const int lane_byte = j % 16;
+    idx[j] = static_cast<uint8_t>(lane_byte + first);
+    idx[j + 1] = 0x80;
+    idx[j + 2] = static_cast<uint8_t>(lane_byte + first + 1);
+    idx[j + 3] = 0x80;
+  }
+  return _mm512_load_si512(idx);
+}
+
 template <bool kFifthBit, int T>
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t row_bytes,
                                                   int num_rows, int64_t blocks,
@@ -243,20 +257,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     bit[k] = Halves(_mm256_set1_epi8(static_cast<char>(1 << first)),
                     _mm256_set1_epi8(static_cast<char>(1 << (first + 2))));
   }
-  // vpshufb indices: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane, zero-
-  // extended to its two int16 halves.
-  auto byte_pair = [](int first) HWY_ATTR {
-    alignas(64) uint8_t idx[64];
-    for (int j = 0; j < 64; j += 4) {
-      const int lane_byte = j % 16;  // vpshufb indexes within a 128-bit lane
-      idx[j] = static_cast<uint8_t>(lane_byte + first);
-      idx[j + 1] = 0x80;
-      idx[j + 2] = static_cast<uint8_t>(lane_byte + first + 1);
-      idx[j + 3] = 0x80;
-    }
-    return _mm512_load_si512(idx);
-  };
-  const __m512i first_pair = byte_pair(0), second_pair = byte_pair(2);
+  // The mins' int16 pairs: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane.
+  const __m512i first_pair = BytePairIndex(0), second_pair = BytePairIndex(2);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
@@ -399,20 +401,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
   constexpr int64_t kBytes = 144, kQs = 16;  // d, dmin, scales[12], qs[128]
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
-  // vpshufb indices: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane, zero-
-  // extended to its two int16 halves (the mins' int16 pairs, as GemvTileQ4K).
-  auto byte_pair = [](int first) HWY_ATTR {
-    alignas(64) uint8_t idx[64];
-    for (int j = 0; j < 64; j += 4) {
-      const int lane_byte = j % 16;
-      idx[j] = static_cast<uint8_t>(lane_byte + first);
-      idx[j + 1] = 0x80;
-      idx[j + 2] = static_cast<uint8_t>(lane_byte + first + 1);
-      idx[j + 3] = 0x80;
-    }
-    return _mm512_load_si512(idx);
-  };
-  const __m512i first_pair = byte_pair(0), second_pair = byte_pair(2);
+  // The mins' int16 pairs: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane.
+  const __m512i first_pair = BytePairIndex(0), second_pair = BytePairIndex(2);
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
   for (int64_t b = 0; b < blocks; ++b) {
