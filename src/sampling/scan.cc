@@ -78,6 +78,14 @@ bool HasAvx512() {
 }
 #endif
 
+// FirstEqual over all of `values`, 16 at a time where the CPU allows.
+size_t FirstEqualOf(std::span<const float> values, float value) {
+#if defined(__x86_64__)
+  if (HasAvx512()) return FirstEqualAvx512(values.data(), values.size(), value);
+#endif
+  return FirstEqual(values.data(), 0, values.size(), value);
+}
+
 template <bool kFiniteOnly>
 float Max(std::span<const float> values) {
 #if defined(__x86_64__)
@@ -91,16 +99,7 @@ float Max(std::span<const float> values) {
 int32_t Argmax(std::span<const float> logits) {
   const float best = Max<false>(logits);
   if (best == -kInf) return 0;
-  size_t at;
-#if defined(__x86_64__)
-  if (HasAvx512()) {
-    at = FirstEqualAvx512(logits.data(), logits.size(), best);
-  } else {
-    at = FirstEqual(logits.data(), 0, logits.size(), best);
-  }
-#else
-  at = FirstEqual(logits.data(), 0, logits.size(), best);
-#endif
+  const size_t at = FirstEqualOf(logits, best);
   return at < logits.size() ? static_cast<int32_t>(at) : 0;
 }
 

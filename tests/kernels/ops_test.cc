@@ -22,6 +22,18 @@ float SiluMulDefinition(float g, float u) {
   return g / (1.0f + AttentionExp(std::min(-g, 88.0f))) * u;
 }
 
+// An op's output `got` for (gate, up) on SIMD target `target` has the bits of its scalar
+// definition's `want` (any NaN for a NaN).
+void ExpectDefinitionBits(float got, float want, int64_t target, float gate, float up) {
+  if (std::isnan(want)) {
+    EXPECT_TRUE(std::isnan(got)) << hwy::TargetName(target) << " gate " << gate << " up " << up;
+  } else {
+    EXPECT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+        << hwy::TargetName(target) << " gate " << gate << " up " << up << ": " << got << " vs "
+        << want;
+  }
+}
+
 // SiluMul gives the definition's bits on every SIMD target this CPU runs, for every value,
 // including the clamp at 88, the zero below -87, infinities and NaN, at every tail length.
 TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
@@ -44,14 +56,7 @@ TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
       std::vector<float> out(gate.begin(), gate.begin() + n);
       SiluMul(out.data(), up.data(), static_cast<int64_t>(n));
       for (size_t i = 0; i < n; ++i) {
-        const float want = SiluMulDefinition(gate[i], up[i]);
-        if (std::isnan(want)) {
-          EXPECT_TRUE(std::isnan(out[i])) << hwy::TargetName(target) << " " << i;
-        } else {
-          EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
-              << hwy::TargetName(target) << " gate " << gate[i] << " up " << up[i] << ": "
-              << out[i] << " vs " << want;
-        }
+        ExpectDefinitionBits(out[i], SiluMulDefinition(gate[i], up[i]), target, gate[i], up[i]);
       }
     }
   }
@@ -97,13 +102,7 @@ TEST(OpsTest, SwigluOaiMulMatchesItsScalarDefinition) {
         for (size_t i = 0; i < n; ++i) {
           const float want = biased ? SwigluOaiDefinition(gate[i] + bg[i], up[i] + bu[i])
                                     : SwigluOaiDefinition(gate[i], up[i]);
-          if (std::isnan(want)) {
-            EXPECT_TRUE(std::isnan(out[i])) << hwy::TargetName(target) << " " << i;
-          } else {
-            EXPECT_EQ(std::bit_cast<uint32_t>(out[i]), std::bit_cast<uint32_t>(want))
-                << hwy::TargetName(target) << " gate " << gate[i] << " up " << up[i] << ": "
-                << out[i] << " vs " << want;
-          }
+          ExpectDefinitionBits(out[i], want, target, gate[i], up[i]);
         }
       }
     }

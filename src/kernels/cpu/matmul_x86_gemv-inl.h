@@ -238,6 +238,29 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512i BytePairIndex(int first) {
   return _mm512_load_si512(idx);
 }
 
+// Minus the dmin of the rows' d | dmin << 16 words, exactly (the sign bit flipped).
+KVSERVE_MATMUL_VNNI HWY_INLINE __m512 NegatedDmin(__m512i d_dmin) {
+  return _mm512_castsi512_ps(_mm512_xor_si512(_mm512_castps_si512(HalfOfWords(d_dmin, 16)),
+                                              _mm512_set1_epi32(static_cast<int>(0x80000000u))));
+}
+
+// The 16 rows' Q4_K mins in lanes, as int16 pairs m_{2p} | m_{2p + 1} << 16 (out[p], p < 4;
+// Q4KScalesMins' bit layout), from the scale field's words u1 (bytes 8-11) and u2 (bytes 12-15)
+// of each row: mins 0-3 = u1 & 0x3F..; mins 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6) & 0x03..)
+// << 4. first_pair / second_pair: BytePairIndex(0) / BytePairIndex(2).
+KVSERVE_MATMUL_VNNI HWY_INLINE void Q4KMinPairs(__m512i u1, __m512i u2, __m512i first_pair,
+                                                __m512i second_pair, __m512i (&out)[4]) {
+  const __m512i m03 = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));
+  const __m512i m47 = _mm512_ternarylogic_epi32(
+      _mm512_srli_epi32(u2, 4),
+      _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)),
+      _mm512_set1_epi32(0x0F0F0F0F), 0xEC);  // (u2 >> 4) & 0x0F.. | the high bits
+  out[0] = _mm512_shuffle_epi8(m03, first_pair);
+  out[1] = _mm512_shuffle_epi8(m03, second_pair);
+  out[2] = _mm512_shuffle_epi8(m47, first_pair);
+  out[3] = _mm512_shuffle_epi8(m47, second_pair);
+}
+
 template <bool kFifthBit, int T>
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t row_bytes,
                                                   int num_rows, int64_t blocks,
@@ -308,20 +331,10 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     const uint8_t* block0 = row0 + kBytes * b;
     const __m512i d_dmin = GatherWords(set, block0);
     const __m512 d = HalfOfWords(d_dmin, 0);
-    const __m512 dmin = _mm512_castsi512_ps(  // minus the file's dmin, exactly
-        _mm512_xor_si512(_mm512_castps_si512(HalfOfWords(d_dmin, 16)),
-                         _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-    // The 16 rows' mins in lanes, as int16 pairs m_{2p} | m_{2p + 1} << 16 (Q4KScalesMins' bit
-    // layout, from the scale field's words u1 and u2 gathered: mins 0-3 = u1 & 0x3F..; mins
-    // 4-7 = ((u2 >> 4) & 0x0F..) | ((u1 >> 6) & 0x03..) << 4).
+    const __m512 dmin = NegatedDmin(d_dmin);
     const __m512i u1 = GatherWords(set, block0 + 8), u2 = GatherWords(set, block0 + 12);
-    const __m512i m03 = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));
-    const __m512i m47 = _mm512_ternarylogic_epi32(
-        _mm512_srli_epi32(u2, 4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)),
-        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);  // (u2 >> 4) & 0x0F.. | the high bits
-    const __m512i min_pairs[4] = {
-        _mm512_shuffle_epi8(m03, first_pair), _mm512_shuffle_epi8(m03, second_pair),
-        _mm512_shuffle_epi8(m47, first_pair), _mm512_shuffle_epi8(m47, second_pair)};
+    __m512i min_pairs[4];
+    Q4KMinPairs(u1, u2, first_pair, second_pair, min_pairs);
     for (int t = 0; t < T; ++t) {
       const auto [half0, half1] = ReduceBlockPairs(parts[t]);
       const __m512i ints = _mm512_add_epi32(half0, half1);
@@ -448,16 +461,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
       }
     }
     const __m512 d = HalfOfWords(head[0], 0);
-    const __m512 dmin = _mm512_castsi512_ps(  // minus the file's dmin, exactly
-        _mm512_xor_si512(_mm512_castps_si512(HalfOfWords(head[0], 16)),
-                         _mm512_set1_epi32(static_cast<int>(0x80000000u))));
-    const __m512i m03 = _mm512_and_si512(u1, _mm512_set1_epi32(0x3F3F3F3F));
-    const __m512i m47 = _mm512_ternarylogic_epi32(
-        _mm512_srli_epi32(u2, 4), _mm512_and_si512(_mm512_srli_epi32(u1, 2), _mm512_set1_epi32(0x30303030)),
-        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);  // (u2 >> 4) & 0x0F.. | the high bits
-    const __m512i min_pairs[4] = {
-        _mm512_shuffle_epi8(m03, first_pair), _mm512_shuffle_epi8(m03, second_pair),
-        _mm512_shuffle_epi8(m47, first_pair), _mm512_shuffle_epi8(m47, second_pair)};
+    const __m512 dmin = NegatedDmin(head[0]);
+    __m512i min_pairs[4];
+    Q4KMinPairs(u1, u2, first_pair, second_pair, min_pairs);
     for (int t = 0; t < T; ++t) {
       // S_{2p} | S_{2p + 1} << 16 (int16 pairs; |S_j| <= 32 * 127 fits int16)
       const int16_t* sums = tok.Sums(t) + 16 * b;
