@@ -40,6 +40,7 @@ Sampler::Sampler(int32_t vocab_size)
   candidates_.reserve(vocab_size);
   sort_keys_.reserve(vocab_size);
   sort_buffer_.reserve(vocab_size);
+  in_range_.reserve(vocab_size);
   cumulative_.resize(vocab_size);
 }
 

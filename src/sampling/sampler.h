@@ -137,6 +137,7 @@ class Sampler {
   std::vector<int64_t> bucket_count_;   // (kBuckets) survivors per bucket
   std::vector<double> bucket_mass_;     // (kBuckets) sum of exp_ per bucket
   std::vector<double> exp_;             // (vocab_size) ~exp(l - max) (ComputeMass)
+  std::vector<int32_t> in_range_;       // (<= vocab_size) GatherSorted's sparse hits
   int64_t fast_path_declines_ = 0;
 };
 

@@ -89,6 +89,16 @@ int64_t Sampler::BucketSurvivors(const SamplingParams& params, float max_logit, 
   const double* exps = exp_.data();
   uint16_t* bucket = bucket_.data();
   int64_t survivors = 0;
+  if (!use_min_p && with_mass) {  // the common case (temperature, top-p): no min-p band
+    for (int32_t i = 0; i < vocab_size_; ++i) {
+      const uint16_t b = bucket[i];
+      if (b == kNoBucket) continue;
+      ++count[b];
+      mass[b] += exps[i];
+    }
+    for (int32_t b = 0; b < kBuckets; ++b) survivors += count[b];
+    return survivors;
+  }
   for (int32_t i = 0; i < vocab_size_; ++i) {
     uint16_t b = bucket[i];
     if (b == kNoBucket) continue;
@@ -111,21 +121,12 @@ void Sampler::GatherSorted(int32_t last_bucket, bool only_last) {
   for (int32_t b = first; b <= last_bucket; ++b) total += bucket_count_[b];
   const uint16_t* bucket = bucket_.data();
   const float* logits = logits_.data();
-  if (total * 8 < vocab_size_) {  // sparse: skip blocks of 16 with none in range (vectorised)
+  if (total * 8 < vocab_size_) {  // sparse: the few in range found 32 ids at a time
+    in_range_.clear();
+    IndicesInRange(bucket_, static_cast<uint16_t>(first), static_cast<uint16_t>(last_bucket),
+                   in_range_);
     sort_keys_.clear();
-    const auto in_range = [&](int32_t i) { return bucket[i] >= first && bucket[i] <= last_bucket; };
-    int32_t i = 0;
-    for (; i + 16 <= vocab_size_; i += 16) {
-      bool any = false;
-      for (int32_t j = 0; j < 16; ++j) any |= in_range(i + j);
-      if (!any) continue;
-      for (int32_t j = i; j < i + 16; ++j) {
-        if (in_range(j)) sort_keys_.push_back(SortWord(logits[j], j));
-      }
-    }
-    for (; i < vocab_size_; ++i) {
-      if (in_range(i)) sort_keys_.push_back(SortWord(logits[i], i));
-    }
+    for (int32_t i : in_range_) sort_keys_.push_back(SortWord(logits[i], i));
     SortWords(sort_keys_, sort_buffer_);
     return;
   }

@@ -70,11 +70,32 @@ __attribute__((target("avx512f"))) size_t FirstEqualAvx512(const float* v, size_
   return FirstEqual(v, i, n, value);
 }
 
+// Blocks of 32 ids compared at once (unsigned: ids - first <= last - first); the hits of a block
+// are appended lowest first.
+__attribute__((target("avx512f,avx512bw"))) size_t IndicesInRangeAvx512(
+    const uint16_t* ids, size_t n, uint16_t first, uint16_t last, std::vector<int32_t>& out) {
+  const __m512i lo = _mm512_set1_epi16(static_cast<int16_t>(first));
+  const __m512i span = _mm512_set1_epi16(static_cast<int16_t>(last - first));
+  size_t i = 0;
+  for (; i + 32 <= n; i += 32) {
+    const __m512i d = _mm512_sub_epi16(_mm512_loadu_si512(ids + i), lo);
+    for (__mmask32 hit = _mm512_cmple_epu16_mask(d, span); hit != 0; hit &= hit - 1) {
+      out.push_back(static_cast<int32_t>(i + static_cast<size_t>(__builtin_ctz(hit))));
+    }
+  }
+  return i;
+}
+
 #pragma GCC diagnostic pop
 
 bool HasAvx512() {
   static const bool avx512 = __builtin_cpu_supports("avx512f");
   return avx512;
+}
+
+bool HasAvx512Bw() {
+  static const bool bw = __builtin_cpu_supports("avx512bw");
+  return bw;
 }
 #endif
 
@@ -104,5 +125,16 @@ int32_t Argmax(std::span<const float> logits) {
 }
 
 float MaxFinite(std::span<const float> logits) { return Max<true>(logits); }
+
+void IndicesInRange(std::span<const uint16_t> ids, uint16_t first, uint16_t last,
+                    std::vector<int32_t>& out) {
+  size_t i = 0;
+#if defined(__x86_64__)
+  if (HasAvx512Bw()) i = IndicesInRangeAvx512(ids.data(), ids.size(), first, last, out);
+#endif
+  for (; i < ids.size(); ++i) {
+    if (ids[i] >= first && ids[i] <= last) out.push_back(static_cast<int32_t>(i));
+  }
+}
 
 }  // namespace kvserve::sampling

@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 namespace kvserve::sampling {
 
@@ -16,5 +17,10 @@ int32_t Argmax(std::span<const float> logits);
 
 // The largest finite logit; -inf when there is none (all NaN or infinite).
 float MaxFinite(std::span<const float> logits);
+
+// Appends to `out`, ascending, every i with first <= ids[i] <= last (32 ids at a time where the
+// CPU allows). note: first <= last.
+void IndicesInRange(std::span<const uint16_t> ids, uint16_t first, uint16_t last,
+                    std::vector<int32_t>& out);
 
 }  // namespace kvserve::sampling

@@ -85,5 +85,27 @@ TEST(ScanTest, EdgeCases) {
   EXPECT_EQ(MaxFinite(late), 2.0f);
 }
 
+// Ids near the range's ends and at the uint16 extremes (0xFFFF / 0xFFFE are the sampler's
+// markers), every length from 0 to 100 (three 32-id blocks and each tail).
+TEST(ScanTest, IndicesInRangeMatchesPlainLoop) {
+  std::mt19937 rng(11);
+  const uint16_t pool[] = {0, 1, 2, 99, 100, 101, 150, 199, 200, 201, 0x7FFF, 0x8000, 0xFFFE, 0xFFFF};
+  const std::pair<uint16_t, uint16_t> ranges[] = {
+      {100, 200}, {0, 0}, {0, 0xFFFF}, {0xFFFE, 0xFFFF}, {150, 150}, {0x7FFF, 0x8000}};
+  for (auto [first, last] : ranges) {
+    for (size_t n = 0; n <= 100; ++n) {
+      std::vector<uint16_t> ids(n);
+      for (uint16_t& id : ids) id = pool[rng() % std::size(pool)];
+      std::vector<int32_t> want = {-7};  // appended after what is there
+      std::vector<int32_t> got = {-7};
+      for (size_t i = 0; i < n; ++i) {
+        if (ids[i] >= first && ids[i] <= last) want.push_back(static_cast<int32_t>(i));
+      }
+      IndicesInRange(ids, first, last, got);
+      EXPECT_EQ(got, want) << "n " << n << " range " << first << ".." << last;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace kvserve::sampling
