@@ -7,22 +7,30 @@
 //                                             (Qwen2-0.5B-like: the decode is split into
 //                                             partitions so both threads work)
 //   BM_AttentionDecodeBatch/<n>               n sequences of 512 positions decoding together
-//   BM_AttentionDecodeBatchMoe/<shape>        16 sequences of 192 positions, the MoE presets'
+//   BM_AttentionDecodeBatchMoe/<shape>/<ctx>  16 sequences of ctx positions, the MoE presets'
 //                                             shapes (see there)
+//   BM_AttentionDecodeBatchMoeCached/<s>/<c>  the same with every sequence and layer reading
+//                                             sequence 0's layer 0 (cache-resident K/V: the
+//                                             kernel's arithmetic without the memory stream)
 //   BM_AttentionPrefill/<kv dtype>/<tokens>   one layer's causal attention of a prompt computed
 //                                             in 512-token chunks (tokens_per_s)
 //   BM_WriteKv/<kv dtype>                     WriteKv of 512 tokens' K and V rows into 12
 //                                             layers (tokens_per_s: tokens stored in all layers)
-// K/V are random, stored as the dtype stores them, blocks of 16 scattered over the arena.
+// K/V are random, stored as the dtype stores them, blocks of 16 scattered over the arena, laid
+// out as the engine's (kv/arena.h): a block holds every layer's K page then V page, on
+// transparent huge pages where the kernel gives them (madvise).
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <numeric>
 #include <random>
 #include <span>
 #include <vector>
+
+#include <sys/mman.h>
 
 #include "bench_threads.h"
 #include "core/thread_pool.h"
@@ -36,9 +44,27 @@ namespace {
 const int kThreads = bench::BenchThreads();
 constexpr int kBlock = 16;
 
+// Zeroed memory aligned to 2 MiB, madvised for transparent huge pages as the engine's arena.
+struct HugeBuffer {
+  static constexpr size_t kHuge = size_t{2} << 20;
+  explicit HugeBuffer(size_t n) : mapped((n + 2 * kHuge - 1) / kHuge * kHuge) {
+    raw = ::mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (raw == MAP_FAILED) std::abort();
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(raw) + kHuge - 1) / kHuge * kHuge;
+    data = reinterpret_cast<std::byte*>(at);
+    ::madvise(data, n, MADV_HUGEPAGE);  // a hint
+  }
+  ~HugeBuffer() { ::munmap(raw, mapped); }
+  HugeBuffer(const HugeBuffer&) = delete;
+  HugeBuffer& operator=(const HugeBuffer&) = delete;
+  size_t mapped;
+  void* raw;
+  std::byte* data;
+};
+
 struct Cache {
   tensor::PagedKvView view;
-  std::vector<std::byte> bytes;
+  std::unique_ptr<HugeBuffer> bytes;
   std::vector<std::vector<int32_t>> tables;  // one per sequence
 };
 
@@ -49,12 +75,13 @@ Cache MakeCache(const AttentionShape& shape, tensor::DType dtype, int layers, in
   c.view = tensor::MakePagedKvView(layers, shape.num_kv_heads, shape.head_dim, dtype, kBlock);
   const int32_t per_seq = (positions + kBlock - 1) / kBlock;
   const int32_t blocks = per_seq * seqs;
-  const size_t block_bytes = static_cast<size_t>(tensor::RowBytes(
-                                 dtype, int64_t{shape.num_kv_heads} * shape.head_dim)) * kBlock;
-  c.bytes.resize(2 * block_bytes * blocks * layers);
+  const size_t page = static_cast<size_t>(tensor::RowBytes(
+                           dtype, int64_t{shape.num_kv_heads} * shape.head_dim)) * kBlock;
+  const size_t block_bytes = 2 * page * layers;
+  c.bytes = std::make_unique<HugeBuffer>(block_bytes * blocks);
   for (int l = 0; l < layers; ++l) {
-    std::byte* base = c.bytes.data() + 2 * block_bytes * blocks * l;
-    c.view.layers[l] = {base, base + block_bytes * blocks, block_bytes};
+    std::byte* base = c.bytes->data + 2 * page * l;
+    c.view.layers[l] = {base, base + page, block_bytes};
   }
   std::vector<int32_t> ids(blocks);
   std::iota(ids.begin(), ids.end(), 0);
@@ -86,19 +113,20 @@ AttentionShape Shape(int heads, int kv_heads, int head_dim = 64) {
           std::nullopt, std::nullopt};
 }
 
+// cached: every sequence and layer reads sequence 0's layer 0 (K/V stay in L2).
 void Decode(benchmark::State& state, const AttentionShape& shape, tensor::DType dtype, int seqs,
-            int32_t context) {
+            int32_t context, bool cached = false) {
   constexpr int kLayers = 12;
   Cache c = MakeCache(shape, dtype, kLayers, seqs, context);
   std::vector<AttentionSequence> batch;
-  for (int s = 0; s < seqs; ++s) batch.push_back({s, 1, context - 1, c.tables[s]});
+  for (int s = 0; s < seqs; ++s) batch.push_back({s, 1, context - 1, c.tables[cached ? 0 : s]});
   std::vector<float> q(static_cast<size_t>(seqs) * shape.num_heads * shape.head_dim, 0.01f);
   std::vector<float> out(q.size());
   ThreadPool pool(kThreads);
   AttentionScratch scratch(shape, context, kThreads);
   for (auto _ : state) {
     for (int l = 0; l < kLayers; ++l) {
-      PagedAttention(shape, c.view, l, batch, q.data(), out.data(), pool, scratch);
+      PagedAttention(shape, c.view, cached ? 0 : l, batch, q.data(), out.data(), pool, scratch);
     }
     benchmark::DoNotOptimize(out.data());
   }
@@ -122,11 +150,17 @@ void BM_AttentionDecodeBatch(benchmark::State& state) {
 }
 
 // The MoE small presets' attention in the 16-sequence decode step (contexts as in
-// `kvserve bench throughput --input-len 128`): 0 = qwen2moe (16 heads on 16 kv heads x 64),
-// 1 = qwen3moe (8 on 4 x 128), 2 = gpt-oss's shape (16 on 4 x 64; no sinks or window here).
+// `kvserve bench throughput --input-len 128` at 128-256 positions, and 1024): 0 = qwen2moe
+// (16 heads on 16 kv heads x 64), 1 = qwen3moe (8 on 4 x 128), 2 = gpt-oss's shape (16 on 4 x
+// 64; no sinks or window here).
+const AttentionShape kMoeShapes[] = {Shape(16, 16), Shape(8, 4, 128), Shape(16, 4)};
 void BM_AttentionDecodeBatchMoe(benchmark::State& state) {
-  static const AttentionShape kShapes[] = {Shape(16, 16), Shape(8, 4, 128), Shape(16, 4)};
-  Decode(state, kShapes[state.range(0)], tensor::DType::kF16, 16, 192);
+  Decode(state, kMoeShapes[state.range(0)], tensor::DType::kF16, 16,
+         static_cast<int32_t>(state.range(1)));
+}
+void BM_AttentionDecodeBatchMoeCached(benchmark::State& state) {
+  Decode(state, kMoeShapes[state.range(0)], tensor::DType::kF16, 16,
+         static_cast<int32_t>(state.range(1)), /*cached=*/true);
 }
 
 void BM_AttentionPrefill(benchmark::State& state, tensor::DType dtype) {
@@ -166,7 +200,7 @@ void BM_WriteKv(benchmark::State& state, tensor::DType dtype) {
   ThreadPool pool(kThreads);
   for (auto _ : state) {
     for (int l = 0; l < kLayers; ++l) WriteKv(big.view, l, std::span(&seq, 1), k.data(), k.data(), pool);
-    benchmark::DoNotOptimize(big.bytes.data());
+    benchmark::DoNotOptimize(big.bytes->data);
   }
   state.counters["tokens_per_s"] = benchmark::Counter(
       static_cast<double>(kTokens) * state.iterations(), benchmark::Counter::kIsRate);
@@ -185,7 +219,14 @@ BENCHMARK_CAPTURE(BM_AttentionDecode, fp4, tensor::DType::kFP4_E2M1_E4M3_16)
 BENCHMARK_CAPTURE(BM_AttentionDecodeGqa, f16, tensor::DType::kF16)
     ->Arg(2048)->Arg(16384)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK(BM_AttentionDecodeBatch)->Arg(16)->Unit(benchmark::kMillisecond)->UseRealTime();
-BENCHMARK(BM_AttentionDecodeBatchMoe)->DenseRange(0, 2)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_AttentionDecodeBatchMoe)
+    ->ArgsProduct({{0, 1, 2}, {128, 256, 1024}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_AttentionDecodeBatchMoeCached)
+    ->ArgsProduct({{0, 1, 2}, {256}})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionPrefill, f16, tensor::DType::kF16)
     ->Arg(512)->Arg(4096)->Unit(benchmark::kMillisecond)->UseRealTime();
 BENCHMARK_CAPTURE(BM_AttentionPrefill, q8_0, tensor::DType::kQ8_0)
