@@ -118,6 +118,13 @@ BENCHMARK(BM_MatMul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// The dense matrices of qwen3moe `small`'s 16-sequence decode step (attention projections in
+// Q4_K, the 32000 x 1024 output matrix in Q6_K), 16 tokens: the one-group AMX pipelines.
+BENCHMARK(BM_MatMul)
+    ->ArgsProduct({{5, 7}, {1024, 32000}, {1024}, {16}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // A mixture of experts' expert matrices (Qwen3-MoE `small`: dim 1024, expert FFN 256) with the
 // few tokens a batched decode step routes to each expert.
 void BM_ExpertMatMul(benchmark::State& state) {

@@ -276,10 +276,42 @@ TEST(MatMulTest, AmxTilesBitIdenticalToVnniTiles) {
   }
 }
 
+// Activations whose codes are of full magnitude (123 to 127: one value in `rarity` 3% smaller at
+// random, the first of each block of 256 the block's maximum), the sign by sub-block of
+// `sub_len` (token t % 3 == 0), by value (t % 3 == 1) or positive.
+std::vector<float> FullMagnitudeActivations(int64_t n, int64_t cols, int64_t sub_len, int rarity,
+                                            std::mt19937& rng) {
+  std::vector<float> x(static_cast<size_t>(n * cols));
+  for (int64_t t = 0; t < n; ++t) {
+    for (int64_t c = 0; c < cols; ++c) {
+      const bool negative = t % 3 == 0 ? (c / sub_len) % 2 == 1 : t % 3 == 1 ? c % 2 == 1 : false;
+      const bool smaller = c % 256 != 0 && rng() % rarity == 0;
+      x[t * cols + c] = (negative ? -1.0f : 1.0f) * (smaller ? 0.97f : 1.0f) *
+                        (1.0f + 0.25f * static_cast<float>(t));
+    }
+  }
+  return x;
+}
+
+// MatMul of n tokens x with AMX (2 threads) and with AMX off (the VNNI rows) gives the bits of the
+// portable scheme.
+void ExpectAmxAndVnniBitIdentical(const WeightMatrix& w, const std::vector<float>& x, int64_t n) {
+  std::vector<float> want(static_cast<size_t>(n * w.rows));
+  MatMulPortable(w, x.data(), n, want.data());
+  const std::vector<float> amx = RunMatMul(w, x, n, 2);
+  internal::SetAmxForTest(false);
+  const std::vector<float> vnni = RunMatMul(w, x, n, 2);
+  internal::SetAmxForTest(true);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_TRUE(BitEqual(amx[i], want[i])) << i << ": " << amx[i] << " vs " << want[i];
+    ASSERT_TRUE(BitEqual(vnni[i], want[i])) << i << ": " << vnni[i] << " vs " << want[i];
+  }
+}
+
 // Q4_K blocks at the extremes of the AMX sub-block tiles' bounds (matmul_x86_amx16k-inl.h): every
 // 4-bit value 14 or 15, every scale and min 63, activations of full magnitude (codes 123 to 127,
 // the sign by sub-block or by value), so |C_j| nears 60960 and the f32 partial sums 15,361,920;
-// 16 tokens (the one-group pipeline) and 33, all equal to the portable scheme.
+// 16 tokens (the one-group pipeline) and 33, all equal to the portable scheme and the VNNI rows.
 TEST(MatMulTest, AmxQ4KSubBlockBoundsExact) {
   if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
   const int64_t rows = 19, cols = 512;
@@ -291,20 +323,34 @@ TEST(MatMulTest, AmxQ4KSubBlockBoundsExact) {
     for (int i = 16; i < 144; ++i) block[i] = static_cast<uint8_t>(0xEE | (rng() & 0x11));  // 14, 15
   }
   for (int64_t n : {16, 33}) {
-    std::vector<float> x(static_cast<size_t>(n * cols));
-    for (int64_t t = 0; t < n; ++t) {
-      for (int64_t c = 0; c < cols; ++c) {
-        const bool negative = t % 3 == 0 ? (c / 32) % 2 == 1 : t % 3 == 1 ? c % 2 == 1 : false;
-        const float magnitude = c % 256 == 0 ? 1.0f : 1.0f - 0.03f * static_cast<float>(rng() % 2);
-        x[t * cols + c] = (negative ? -1.0f : 1.0f) * magnitude * (1.0f + 0.25f * static_cast<float>(t));
-      }
+    SCOPED_TRACE("n=" + std::to_string(n));
+    ExpectAmxAndVnniBitIdentical(w.matrix, FullMagnitudeActivations(n, cols, 32, 2, rng), n);
+  }
+}
+
+// Q6_K blocks at the extremes of the 16-token AMX path's bounds (matmul_x86_amx16q6-inl.h): scales
+// -128 and 127, 6-bit values 0 and 63 (so s q reaches -8064, the high byte -32), activations of
+// full magnitude signed by sub-block or by value (code sums up to +-2032: the offset term -32 S_j
+// needs both y_j and y'_j at +-127, and its low byte x_j takes several values); 12 and 16 tokens
+// (the one-group pipeline, with a short last row tile) equal the portable scheme and the VNNI
+// rows.
+TEST(MatMulTest, AmxQ6KOffsetBoundsExact) {
+  if (!internal::AmxUsable()) GTEST_SKIP() << "this CPU or OS offers no AMX int8 tiles";
+  const int64_t rows = 19, cols = 512;
+  TestWeights w = MakeWeights(DType::kQ6_K, rows, cols, 4200);
+  std::mt19937 rng(4201);
+  for (int64_t b = 0; b < rows * cols / 256; ++b) {
+    uint8_t* block = w.bytes.data() + 210 * b;  // ql[128], qh[64], scales[16], d (kept)
+    const bool high = b % 3 != 1;               // mostly 63, else mostly 0
+    for (int i = 0; i < 192; ++i) {
+      const uint8_t bits = rng() % 8 == 0 ? static_cast<uint8_t>(rng()) : 0xFF;
+      block[i] = high ? bits : static_cast<uint8_t>(~bits);
     }
-    std::vector<float> want(static_cast<size_t>(n * rows));
-    MatMulPortable(w.matrix, x.data(), n, want.data());
-    const std::vector<float> got = RunMatMul(w.matrix, x, n, 2);
-    for (size_t i = 0; i < want.size(); ++i) {
-      ASSERT_TRUE(BitEqual(got[i], want[i])) << "n=" << n << " " << i << ": " << got[i] << " vs " << want[i];
-    }
+    for (int j = 0; j < 16; ++j) block[192 + j] = static_cast<uint8_t>((j + b) % 2 ? 0x80 : 0x7F);
+  }
+  for (int64_t n : {12, 16}) {
+    SCOPED_TRACE("n=" + std::to_string(n));
+    ExpectAmxAndVnniBitIdentical(w.matrix, FullMagnitudeActivations(n, cols, 16, 3, rng), n);
   }
 }
 

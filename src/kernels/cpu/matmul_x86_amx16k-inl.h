@@ -198,22 +198,31 @@ HWY_INLINE AmxQ4KStream& AmxQ4KStreamBuffer() {
   return stream;
 }
 
-// Rows [row_begin, row_end) x tokens [0, n), n <= 16, of Q4_K by the pipeline above; the
-// calling thread's tile state is configured here and released at the end.
-KVSERVE_MATMUL_AMX inline void AmxRowsQ4K16(const WeightMatrix& w,
-                                            const internal::QuantActivations& act, int64_t n,
-                                            float* y, int64_t row_begin, int64_t row_end) {
-  constexpr tensor::DType kType = tensor::DType::kQ4_K;
-  AmxQ4KStream& s = AmxQ4KStreamBuffer();
+// Sets the fields a one-group K-format stream (AmxQ4KStream, AmxQ6KStream) shares: rows
+// [row_begin, row_end) of w, units of 16 rows x 256 values, the group's codes and block scales;
+// returns the group's code sums (TokenGroups' layout).
+template <class Stream>
+HWY_INLINE const int32_t* AmxStartStream(Stream& s, const WeightMatrix& w,
+                                         const internal::QuantActivations& act,
+                                         int64_t row_begin, int64_t row_end) {
   const internal::TokenGroups layout{w.cols, 256, 1};
-  s.row_bytes = tensor::RowBytes(kType, w.cols);
+  s.row_bytes = tensor::RowBytes(w.dtype, w.cols);
   s.base = static_cast<const uint8_t*>(w.data) + row_begin * s.row_bytes;
   s.blocks = w.cols / 256;
   s.rows = row_end - row_begin;
   s.units = (s.rows + 15) / 16 * s.blocks;
   s.q = act.staging + layout.QOffset(0);
   s.dx = reinterpret_cast<const float*>(act.staging + layout.DOffset(0));
-  s.sums = reinterpret_cast<const int32_t*>(act.staging + layout.SumsOffset(0));
+  return reinterpret_cast<const int32_t*>(act.staging + layout.SumsOffset(0));
+}
+
+// Rows [row_begin, row_end) x tokens [0, n), n <= 16, of Q4_K by the pipeline above; the
+// calling thread's tile state is configured here and released at the end.
+KVSERVE_MATMUL_AMX inline void AmxRowsQ4K16(const WeightMatrix& w,
+                                            const internal::QuantActivations& act, int64_t n,
+                                            float* y, int64_t row_begin, int64_t row_end) {
+  AmxQ4KStream& s = AmxQ4KStreamBuffer();
+  s.sums = AmxStartStream(s, w, act, row_begin, row_end);
   std::memset(s.acc, 0, sizeof(s.acc));
   for (int64_t u = 0; u < std::min<int64_t>(2, s.units); ++u) {
     for (int i0 = 0; i0 < 16; i0 += 4) AmxFillQ4K(s, u, i0);

@@ -471,6 +471,7 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 #include "kernels/cpu/matmul_x86_amx-inl.h"
 #include "kernels/cpu/matmul_x86_amx32-inl.h"
 #include "kernels/cpu/matmul_x86_amx16k-inl.h"
+#include "kernels/cpu/matmul_x86_amx16q6-inl.h"
 #include "kernels/cpu/matmul_x86_amx16-inl.h"
 #include "kernels/cpu/matmul_x86_gemv-inl.h"
 #include "kernels/cpu/matmul_x86_gemv_mxfp4-inl.h"
