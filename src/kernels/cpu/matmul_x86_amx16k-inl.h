@@ -16,7 +16,7 @@
 // float(I_b): the scheme's integer, rounded as the other paths round it. The f32 chain of the
 // scheme follows unchanged (the mins M_b by vpdpwssd pairs, as AmxFinishBlockK forms them).
 //
-// Against the two-part tiles of AmxRowsK16 (the scaled values split into bytes by 16-bit
+// Against the two-part tiles of AmxRowsK (the scaled values split into bytes by 16-bit
 // multiplies and byte permutes: about 50 vector instructions per row and block), the fill is
 // about 17 and the combine about 26; the price is eight C tiles stored per block instead of two
 // (a tile multiply costs about the same at K = 32 as at K = 64). Measured in docs/PERFORMANCE.md.
