@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
@@ -106,6 +107,11 @@ Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
                                               static_cast<double>(std::min(used, experts)) /
                                               static_cast<double>(experts)
                                         : static_cast<double>(t.size_bytes);
+    if (stacked) m.expert_bytes += static_cast<double>(t.size_bytes);
+  }
+  if (m.expert_bytes > 0) {
+    m.experts = experts;
+    m.experts_used = std::min(used, experts);
   }
   KV_ASSIGN_OR_RETURN(model::ModelKvLayout layout, model::MakeModelKvLayout(file, {}));
   KV_ASSIGN_OR_RETURN(kv::KvCapacity capacity, kv::ComputeCapacity(layout.config, 1ull << 32));
@@ -135,6 +141,18 @@ void PrintFacts(const MachineFacts& m, int threads) {
       "each token of context adds {:.0f} B of KV)\n",
       m.bandwidth_bytes_per_s / m.weight_bytes_per_token, m.weight_bytes_per_token / 1e6,
       m.kv_bytes_per_token);
+}
+
+double StepBytes(const MachineFacts& m, int sequences, double context) {
+  double weights = m.weight_bytes_per_token;
+  if (m.experts > 0) {
+    const double one = m.expert_bytes * static_cast<double>(m.experts_used) /
+                       static_cast<double>(m.experts);
+    const double missed = std::pow(1.0 - static_cast<double>(m.experts_used) /
+                                             static_cast<double>(m.experts), sequences);
+    weights += m.expert_bytes * (1.0 - missed) - one;
+  }
+  return weights + sequences * context * m.kv_bytes_per_token;
 }
 
 Status EnsureLlamaCpp(const std::string& dir) {

@@ -20,6 +20,10 @@ struct MachineFacts {
   std::string llama_cpp;             // node-llama-cpp and llama.cpp versions, llama.cpp's CPU flags
   double bandwidth_bytes_per_s = 0;  // MeasureReadBandwidth with the run's threads
   double weight_bytes_per_token = 0;  // every weight tensor a decode step reads
+  // Of those, a mixture of experts' stacked expert tensors (*_exps) in full, and how many experts
+  // there are and a token uses (0 and 0 for a dense model).
+  double expert_bytes = 0;
+  int64_t experts = 0, experts_used = 0;
   double kv_bytes_per_token = 0;      // KV bytes per token of context (--kv-cache-dtype auto)
   int vocab_size = 0;
   std::string model_summary;  // "117.1 MB, llama, 12 layers"
@@ -34,6 +38,12 @@ Result<MachineFacts> GatherFacts(const gguf::GgufFile& file, int threads,
                                  const std::string& llama_cpp_dir);
 // The header: date, CPU, threads and load average, versions, bandwidth and roof.
 void PrintFacts(const MachineFacts& m, int threads);
+
+// Bytes a decode step of `sequences` sequences at `context` tokens each reads: every weight
+// tensor but the experts, the experts the step's tokens touch (each token's experts taken as
+// independent and uniform: a given expert is missed by all of them with probability
+// (1 - used / experts)^sequences), and every sequence's KV.
+double StepBytes(const MachineFacts& m, int sequences, double context);
 // The load average now ("1.52 1.31 0.90"), for the record of the conditions.
 std::string LoadAverage();
 

@@ -31,6 +31,17 @@ TEST(BenchCompareTest, PrintsBothSidesAndTheirRatio) {
                           R"([0-9.]+ \| [0-9.]+x \|)");
     EXPECT_TRUE(std::regex_search(*out, line)) << row << " missing in:\n" << *out;
   }
+  // Both decode rows against their roofs, and the aggregate over the single stream beside the
+  // byte ceiling (a dense model: 16 sequences read the weights once, so the ceiling is > 1).
+  for (const char* row : {"decode-0", "batch-16"}) {
+    const std::regex roof(std::string(R"(\| )") + row + R"( \|.*\| [0-9]+% of [0-9]+ \|)");
+    EXPECT_TRUE(std::regex_search(*out, roof)) << row << " has no roof share in:\n" << *out;
+  }
+  std::smatch m;
+  const std::regex over(R"(kvserve batch-16 over its decode-0: ([0-9.]+)x \(at equal shares of )"
+                        R"(the bandwidth: ([0-9.]+)x\))");
+  ASSERT_TRUE(std::regex_search(*out, m, over)) << *out;
+  EXPECT_GT(std::stod(m[2].str()), 1.0) << *out;
   Result<std::string> bad = RunKvserve("bench compare " + model + " --rows nope", dir.path());
   EXPECT_FALSE(bad.ok());
 }
