@@ -44,13 +44,12 @@ constexpr int64_t kChunksPerThread = 8;
 // Below this many tokens the calling thread quantizes the activations alone.
 constexpr int64_t kParallelQuantizeTokens = 8;
 // Batches of at least this many tokens use the AMX tiles where AmxUsable(): 16, and fewer for
-// Q4_K and Q6_K, whose one-group pipelines (kernels/cpu/matmul_x86_amx16k-inl.h, amx16-inl.h)
+// Q4_K and Q6_K, whose one-group pipelines (kernels/cpu/matmul_x86_amx16k-inl.h, amx16q6-inl.h)
 // beat the few-token VNNI rows from there (measured with BM_ExpertStream, weights from memory:
-// Q4_K at 10 tokens 112 vs 134 ms for 1024 x 1024, even for 256 x 1024; Q6_K at 12 tokens 118
-// vs 131 and 128 vs 136, at 10 even or behind; docs/PERFORMANCE.md).
+// Q4_K at 10 tokens 112 vs 134 ms for 1024 x 1024, even for 256 x 1024; Q6_K at 10 tokens 86 vs
+// 134 and 108 vs 139, at 8 even; docs/PERFORMANCE.md).
 int64_t AmxMinTokens(tensor::DType t) {
-  if (t == tensor::DType::kQ4_K) return 10;
-  if (t == tensor::DType::kQ6_K) return 12;
+  if (t == tensor::DType::kQ4_K || t == tensor::DType::kQ6_K) return 10;
   return 16;
 }
 // AMX batches of fewer tokens than this claim several row tiles at a time (RunRows).

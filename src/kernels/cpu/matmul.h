@@ -42,10 +42,11 @@
 // On AVX-512 VNNI, calls of up to 12 tokens (8 for Q8_0) with Q8_0, Q4_K, Q5_K or Q6_K weights
 // read the weight blocks in place, once for all tokens (kernels/cpu/matmul_x86_gemv-inl.h: decode
 // steps, and a mixture of experts' experts in a batched step).
-// Batches (n >= 16; Q4_K from 10 tokens and Q6_K from 12, ahead of those VNNI rows) of integer
+// Batches (n >= 16; Q4_K and Q6_K from 10 tokens, ahead of those VNNI rows) of integer
 // formats on a CPU with AMX int8 (Sapphire Rapids and later; Linux grants the tile state per
 // process) run AMX tiles (kernels/cpu/matmul_x86_amx-inl.h; up to 16 tokens of Q4_K form I_b
-// from per-sub-block tiles, the scales applied in exact f32 sums: matmul_x86_amx16k-inl.h); the
+// from per-sub-block tiles, the scales applied in exact f32 sums: matmul_x86_amx16k-inl.h; of
+// Q6_K from the bare 6-bit values and offset tiles: matmul_x86_amx16q6-inl.h); the
 // environment variable KVSERVE_MATMUL_AMX=0 turns them off (for comparisons), and
 // MatMulTargetName() says "AVX3_DL+AMX" when they are on.
 //

@@ -16,7 +16,7 @@
 // float(I_b): the scheme's integer, rounded as the other paths round it. The f32 chain of the
 // scheme follows unchanged (the mins M_b by vpdpwssd pairs, as AmxFinishBlockK forms them).
 //
-// Against the two-part tiles of AmxRowsK16 (the scaled values split into bytes by 16-bit
+// Against the two-part tiles of AmxRowsK (the scaled values split into bytes by 16-bit
 // multiplies and byte permutes: about 50 vector instructions per row and block), the fill is
 // about 17 and the combine about 26; the price is eight C tiles stored per block instead of two
 // (a tile multiply costs about the same at K = 32 as at K = 64). Measured in docs/PERFORMANCE.md.
@@ -49,13 +49,24 @@ struct AmxQ4KStream {
 // Where sub-block j's 32 values sit in a row of AmxQ4KStream::nibbles.
 constexpr int AmxQ4KSubOffset(int j) { return 128 * (j / 4) + 64 * (j % 2) + 32 * (j / 2 % 2); }
 
-// Fills rows [i0, i0 + 4) of unit u: nibbles, scales, mins, d, dmin; rows past the matrix's
+// Where unit u of a one-group stream is: block b of row tile `tile` (the streams' loops step it
+// along, so a stage divides nothing).
+struct AmxUnit {
+  int64_t u, tile, b;
+};
+
+// The unit after `at` in a stream of rows of `blocks` blocks.
+HWY_INLINE AmxUnit AmxNextUnit(const AmxUnit& at, int64_t blocks) {
+  return at.b + 1 < blocks ? AmxUnit{at.u + 1, at.tile, at.b + 1} : AmxUnit{at.u + 1, at.tile + 1, 0};
+}
+
+// Fills rows [i0, i0 + 4) of unit `at`: nibbles, scales, mins, d, dmin; rows past the matrix's
 // get zeros.
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ4K(AmxQ4KStream& s, int64_t u, int i0) {
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ4K(AmxQ4KStream& s, const AmxUnit& at, int i0) {
   const __m512i low4 = _mm512_set1_epi8(0x0F);
-  const int64_t tile = u / s.blocks, b = u % s.blocks;
-  uint8_t (*nib)[256] = s.nibbles[u % 3];
-  const int k = static_cast<int>(u & 3);
+  const int64_t tile = at.tile, b = at.b;
+  uint8_t (*nib)[256] = s.nibbles[at.u % 3];
+  const int k = static_cast<int>(at.u & 3);
   for (int i = i0; i < i0 + 4; ++i) {
     const int64_t row = 16 * tile + i;
     if (row >= s.rows) {
@@ -86,11 +97,11 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ4K(AmxQ4KStream& s, int64_t u, int i0
   }
 }
 
-// Multiplies sub-blocks 2 kQ and 2 kQ + 1 of unit u into C tiles 2 (kQ % 2), 2 (kQ % 2) + 1.
+// Multiplies sub-blocks 2 kQ and 2 kQ + 1 of unit `at` into C tiles 2 (kQ % 2), 2 (kQ % 2) + 1.
 template <int kQ>
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssueQ4KPair(const AmxQ4KStream& s, int64_t u) {
-  const uint8_t* nib = s.nibbles[u % 3][0];
-  const uint8_t* q = s.q + 16 * 256 * (u % s.blocks);
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssueQ4KPair(const AmxQ4KStream& s, const AmxUnit& at) {
+  const uint8_t* nib = s.nibbles[at.u % 3][0];
+  const uint8_t* q = s.q + 16 * 256 * at.b;
   constexpr int kJ = 2 * kQ;
   _tile_loadd(4, nib + AmxQ4KSubOffset(kJ), 256);
   _tile_loadd(6, q + 16 * 32 * kJ, 64);
@@ -126,9 +137,9 @@ struct AmxQ4KFinishArgs {
 };
 
 KVSERVE_MATMUL_AMX HWY_INLINE AmxQ4KFinishArgs AmxFinishArgsQ4K(const AmxQ4KStream& s,
-                                                                int64_t u) {
+                                                                const AmxUnit& at) {
   AmxQ4KFinishArgs f;
-  const int64_t b = u % s.blocks;
+  const int64_t b = at.b;
   f.xv = _mm512_loadu_ps(s.dx + 16 * b);
   AmxSumPairs<tensor::DType::kQ4_K>(s.sums, b, f.sum_pairs);
   return f;
@@ -163,29 +174,32 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxFinishQ4K(AmxQ4KStream& s, const AmxQ4KFin
   }
 }
 
-// Stage u of the pipeline (the file comment); u - 1 is finished when u >= 1.
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxStageQ4K(AmxQ4KStream& s, int64_t u) {
+// Stage u of the pipeline (the file comment): units `prev` (u - 1, finished when u >= 1), `cur`
+// (u) and `fill_at` (u + 2).
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStageQ4K(AmxQ4KStream& s, const AmxUnit& prev,
+                                               const AmxUnit& cur, const AmxUnit& fill_at) {
+  const int64_t u = cur.u;
   const bool tiles = u < s.units, fill = u + 2 < s.units, finish = u >= 1;
   AmxQ4KFinishArgs f;
-  if (finish) f = AmxFinishArgsQ4K(s, u - 1);
+  if (finish) f = AmxFinishArgsQ4K(s, prev);
   auto vector_quarter = [&](int i0) HWY_ATTR {
-    if (fill) AmxFillQ4K(s, u + 2, i0);
+    if (fill) AmxFillQ4K(s, fill_at, i0);
     if (finish) AmxFinishQ4K(s, f, u - 1, i0);
   };
-  if (tiles) AmxIssueQ4KPair<0>(s, u);
+  if (tiles) AmxIssueQ4KPair<0>(s, cur);
   vector_quarter(0);
   if (tiles) {
-    AmxIssueQ4KPair<1>(s, u);
+    AmxIssueQ4KPair<1>(s, cur);
     AmxStoreQ4KPair<0>(s, u);
   }
   vector_quarter(4);
   if (tiles) {
-    AmxIssueQ4KPair<2>(s, u);
+    AmxIssueQ4KPair<2>(s, cur);
     AmxStoreQ4KPair<1>(s, u);
   }
   vector_quarter(8);
   if (tiles) {
-    AmxIssueQ4KPair<3>(s, u);
+    AmxIssueQ4KPair<3>(s, cur);
     AmxStoreQ4KPair<2>(s, u);
   }
   vector_quarter(12);
@@ -224,15 +238,16 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ4K16(const WeightMatrix& w,
   AmxQ4KStream& s = AmxQ4KStreamBuffer();
   s.sums = AmxStartStream(s, w, act, row_begin, row_end);
   std::memset(s.acc, 0, sizeof(s.acc));
-  for (int64_t u = 0; u < std::min<int64_t>(2, s.units); ++u) {
-    for (int i0 = 0; i0 < 16; i0 += 4) AmxFillQ4K(s, u, i0);
+  AmxUnit prev{-1, -1, s.blocks - 1}, cur{0, 0, 0};
+  for (AmxUnit at = cur; at.u < std::min<int64_t>(2, s.units); at = AmxNextUnit(at, s.blocks)) {
+    for (int i0 = 0; i0 < 16; i0 += 4) AmxFillQ4K(s, at, i0);
   }
   AmxConfigure32();
   AmxZeroCTiles();
-  for (int64_t u = 0; u <= s.units; ++u) {
-    AmxStageQ4K(s, u);
-    if (u >= 1 && u % s.blocks == 0) {  // unit u - 1 finished its row tile
-      const int64_t r = 16 * (u / s.blocks - 1);
+  for (; cur.u <= s.units; prev = cur, cur = AmxNextUnit(cur, s.blocks)) {
+    AmxStageQ4K(s, prev, cur, AmxNextUnit(AmxNextUnit(cur, s.blocks), s.blocks));
+    if (cur.u >= 1 && prev.b == s.blocks - 1) {  // unit u - 1 finished its row tile
+      const int64_t r = 16 * prev.tile;
       AmxStoreByToken(s.acc, y + row_begin + r, w.rows, 0, n,
                       static_cast<int>(std::min<int64_t>(16, s.rows - r)));
       std::memset(s.acc, 0, sizeof(s.acc));

@@ -95,15 +95,10 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxQ6KScaleParts(__m512i q, int r, __m512i sc
   _mm512_store_si512(l + 16 * 256, _mm512_permutex2var_epi8(even, pick_h, odd));
 }
 
-// Where unit u is: block b of row tile `tile` (tracked by the loop: no divisions per stage).
-struct AmxQ6KUnit {
-  int64_t u, tile, b;
-};
-
 // Fills rows [i0, i0 + 4) of unit `at`: parts, scales, d; rows past the matrix's get zeros.
 // Q6_K block: ql[128], qh[64], scales[16], d. Values 128 h + 32 g + l (l < 32) are nibble g / 2
 // of ql[64 h + 32 (g % 2) + l] with bits 2 g, 2 g + 1 of qh[32 h + l] above.
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ6K(AmxQ6KStream& s, const AmxQ6KUnit& at, int i0) {
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ6K(AmxQ6KStream& s, const AmxUnit& at, int i0) {
   const int64_t tile = at.tile, b = at.b;
   int8_t (*parts)[256] = s.parts[at.u & 1][0];
   int8_t (*scales)[64] = s.scales[at.u & 1] + 1;
@@ -145,7 +140,7 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxFillQ6K(AmxQ6KStream& s, const AmxQ6KUnit&
 // Issues K = 64 step kStep of unit `at` (into C tiles kOdd, 2 + kOdd), the codes into tmm(6 + kB);
 // kStep 4: the offset tiles.
 template <int kOdd, int kStep, int kB>
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssueQ6KStep(const AmxQ6KStream& s, const AmxQ6KUnit& at) {
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxIssueQ6KStep(const AmxQ6KStream& s, const AmxUnit& at) {
   const int8_t* l = s.parts[kOdd][0][0] + 64 * kStep;
   const int8_t* sc = s.scales[kOdd][1];
   const uint8_t* codes = kStep == 4 ? s.offset_tiles + 1024 * at.b
@@ -195,8 +190,8 @@ KVSERVE_MATMUL_AMX HWY_INLINE void AmxFinishQ6K(AmxQ6KStream& s, __m512 xv, int6
 // Stage u of the pipeline (kOdd = u % 2; the file comment): units `prev` (u - 1, finished when
 // u >= 1), `cur` (u) and `next` (u + 1).
 template <int kOdd>
-KVSERVE_MATMUL_AMX HWY_INLINE void AmxStageQ6K(AmxQ6KStream& s, const AmxQ6KUnit& prev,
-                                               const AmxQ6KUnit& cur, const AmxQ6KUnit& next) {
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStageQ6K(AmxQ6KStream& s, const AmxUnit& prev,
+                                               const AmxUnit& cur, const AmxUnit& next) {
   const int64_t u = cur.u;
   const bool tiles = u < s.units, fill = u + 1 < s.units, finish = u >= 1;
   __m512 xv = _mm512_setzero_ps();
@@ -255,16 +250,12 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ6K16(const WeightMatrix& w,
   s.offset_tiles = offset_tiles;
   std::memset(s.scales, 0, sizeof(s.scales));
   std::memset(s.acc, 0, sizeof(s.acc));
-  auto step = [&](const AmxQ6KUnit& at) {
-    return at.b + 1 < s.blocks ? AmxQ6KUnit{at.u + 1, at.tile, at.b + 1}
-                               : AmxQ6KUnit{at.u + 1, at.tile + 1, 0};
-  };
-  AmxQ6KUnit prev{-1, -1, s.blocks - 1}, cur{0, 0, 0};
+  AmxUnit prev{-1, -1, s.blocks - 1}, cur{0, 0, 0};
   for (int i0 = 0; i0 < 16; i0 += 4) AmxFillQ6K(s, cur, i0);
   AmxConfigure();
   AmxZeroCTiles();
-  for (; cur.u <= s.units; prev = cur, cur = step(cur)) {
-    const AmxQ6KUnit next = step(cur);
+  for (; cur.u <= s.units; prev = cur, cur = AmxNextUnit(cur, s.blocks)) {
+    const AmxUnit next = AmxNextUnit(cur, s.blocks);
     if (cur.u % 2 == 0) {
       AmxStageQ6K<0>(s, prev, cur, next);
     } else {
