@@ -230,6 +230,19 @@ HWY_INLINE const int32_t* AmxStartStream(Stream& s, const WeightMatrix& w,
   return reinterpret_cast<const int32_t*>(act.staging + layout.SumsOffset(0));
 }
 
+// After a stage of a one-group stream (AmxQ4KStream, AmxQ6KStream): when unit `prev` was the
+// last block of its row tile, that tile's rows are finished in s.acc; stores them by token into
+// y (row 0 = the stream's first row, token t at y + t * y_stride) and clears s.acc.
+template <typename Stream>
+KVSERVE_MATMUL_AMX HWY_INLINE void AmxStoreFinishedTile(Stream& s, const AmxUnit& prev,
+                                                        float* y, int64_t y_stride, int64_t n) {
+  if (prev.u < 0 || prev.b != s.blocks - 1) return;
+  const int64_t r = 16 * prev.tile;
+  AmxStoreByToken(s.acc, y + r, y_stride, 0, n,
+                  static_cast<int>(std::min<int64_t>(16, s.rows - r)));
+  std::memset(s.acc, 0, sizeof(s.acc));
+}
+
 // Rows [row_begin, row_end) x tokens [0, n), n <= 16, of Q4_K by the pipeline above; the
 // calling thread's tile state is configured here and released at the end.
 KVSERVE_MATMUL_AMX inline void AmxRowsQ4K16(const WeightMatrix& w,
@@ -246,12 +259,7 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ4K16(const WeightMatrix& w,
   AmxZeroCTiles();
   for (; cur.u <= s.units; prev = cur, cur = AmxNextUnit(cur, s.blocks)) {
     AmxStageQ4K(s, prev, cur, AmxNextUnit(AmxNextUnit(cur, s.blocks), s.blocks));
-    if (cur.u >= 1 && prev.b == s.blocks - 1) {  // unit u - 1 finished its row tile
-      const int64_t r = 16 * prev.tile;
-      AmxStoreByToken(s.acc, y + row_begin + r, w.rows, 0, n,
-                      static_cast<int>(std::min<int64_t>(16, s.rows - r)));
-      std::memset(s.acc, 0, sizeof(s.acc));
-    }
+    AmxStoreFinishedTile(s, prev, y + row_begin, w.rows, n);
   }
   _tile_release();
 }

@@ -261,12 +261,7 @@ KVSERVE_MATMUL_AMX inline void AmxRowsQ6K16(const WeightMatrix& w,
     } else {
       AmxStageQ6K<1>(s, prev, cur, next);
     }
-    if (cur.u >= 1 && prev.b == s.blocks - 1) {  // unit u - 1 finished its row tile
-      const int64_t r = 16 * prev.tile;
-      AmxStoreByToken(s.acc, y + row_begin + r, w.rows, 0, n,
-                      static_cast<int>(std::min<int64_t>(16, s.rows - r)));
-      std::memset(s.acc, 0, sizeof(s.acc));
-    }
+    AmxStoreFinishedTile(s, prev, y + row_begin, w.rows, n);
   }
   _tile_release();
 }
