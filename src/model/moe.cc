@@ -291,8 +291,8 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
 }
 
 // Expert e over its sorted rows: their inputs (rows of xb) gathered into buf.in, the outputs
-// (before the down bias) in buf.out at the same rows, its gate / up rows at the same positions of buf.gate / buf.up
-// (ffn values each), so experts may run at once.
+// (before the down bias) in buf.out at the same rows, its gate / up rows at the same positions
+// of buf.gate / buf.up (ffn values each), so experts may run at once.
 void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* xb,
                MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
