@@ -128,6 +128,13 @@ BENCHMARK(BM_MatMul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// A batched decode step's dense matrices (Q8_0, Q4_K, Q6_K; 2048 x 1024) from 12 tokens (the gemv
+// rows) through the lanes rows of CPUs without AMX (13-32) to the token-group tiles.
+BENCHMARK(BM_MatMul)
+    ->ArgsProduct({{3, 5, 7}, {2048}, {1024}, {12, 13, 16, 24, 32, 48, 64}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // A mixture of experts' expert matrices (Qwen3-MoE `small`: dim 1024, expert FFN 256) with the
 // few tokens a batched decode step routes to each expert.
 void BM_ExpertMatMul(benchmark::State& state) {

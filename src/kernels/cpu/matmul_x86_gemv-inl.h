@@ -415,6 +415,23 @@ HWY_INLINE __m512i BroadcastCodes(const int8_t* a) {
   return _mm512_set1_epi32(codes);
 }
 
+// scale[s] (s < 8): the Q4_K sub-block scale sc_s of each lane's row as an int32 lane, times 16
+// for the low nibbles' (even) sub-blocks, from the scale field's words u0 (bytes 0-3) and u2
+// (bytes 8-11): sc 0-3 = u0 & 0x3F..; sc 4-7 = (u2 & 0x0F..) | ((u0 >> 6) & 0x03..) << 4.
+KVSERVE_MATMUL_VNNI HWY_INLINE void Q4KLaneScales(__m512i u0, __m512i u2, __m512i (&scale)[8]) {
+  const __m512i sc03 = _mm512_and_si512(u0, _mm512_set1_epi32(0x3F3F3F3F));
+  const __m512i sc47 = _mm512_ternarylogic_epi32(  // (u2 & 0x0F..) | ((u0 >> 2) & 0x30..)
+      u2, _mm512_and_si512(_mm512_srli_epi32(u0, 2), _mm512_set1_epi32(0x30303030)),
+      _mm512_set1_epi32(0x0F0F0F0F), 0xEC);
+  for (int s = 0; s < 8; ++s) {
+    const __m512i src = s < 4 ? sc03 : sc47;
+    const int shift = 8 * (s % 4) - (s % 2 == 0 ? 4 : 0);
+    const __m512i at = shift >= 0 ? _mm512_srli_epi32(src, static_cast<unsigned>(shift))
+                                  : _mm512_slli_epi32(src, 4);
+    scale[s] = _mm512_and_si512(at, _mm512_set1_epi32(s % 2 == 0 ? 0xFF0 : 0xFF));
+  }
+}
+
 // Q4_K for 2 <= T tokens with one row per lane from the start (lane order), so no reduction
 // per token: per block, the rows' header (d, dmin, the scale field) and qs are transposed 16
 // bytes at a time (TransposeRowWords); word w of qs group g (qs bytes 16 g + 4 w ..) holds
@@ -441,20 +458,9 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
     const int64_t block = kBytes * b;
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
-    const __m512i u0 = head[1], u1 = head[2], u2 = head[3];
-    const __m512i sc03 = _mm512_and_si512(u0, _mm512_set1_epi32(0x3F3F3F3F));
-    const __m512i sc47 = _mm512_ternarylogic_epi32(  // (u2 & 0x0F..) | ((u0 >> 2) & 0x30..)
-        u2, _mm512_and_si512(_mm512_srli_epi32(u0, 2), _mm512_set1_epi32(0x30303030)),
-        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);
-    // scale[s]: sc_s as an int32 lane, times 16 for the low nibbles' (even) sub-blocks.
+    const __m512i u1 = head[2], u2 = head[3];
     __m512i scale[8];
-    for (int s = 0; s < 8; ++s) {
-      const __m512i src = s < 4 ? sc03 : sc47;
-      const int shift = 8 * (s % 4) - (s % 2 == 0 ? 4 : 0);
-      const __m512i at = shift >= 0 ? _mm512_srli_epi32(src, static_cast<unsigned>(shift))
-                                    : _mm512_slli_epi32(src, 4);
-      scale[s] = _mm512_and_si512(at, _mm512_set1_epi32(s % 2 == 0 ? 0xFF0 : 0xFF));
-    }
+    Q4KLaneScales(head[1], u2, scale);
     __m512i sum16[T];  // 16 I_b
     for (int t = 0; t < T; ++t) sum16[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // qs bytes 32 c ..: sub-blocks 2 c (low), 2 c + 1 (high)
