@@ -121,10 +121,16 @@ HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes) {
 // a decode step without it; on the AMD EPYC Zen 5 several times slower). Past the matrix's end
 // it only wastes a hint.
 template <int kLines>
-HWY_INLINE void PrefetchNextTile(const uint8_t* p, int64_t distance) {
+HWY_INLINE void PrefetchAhead(const uint8_t* p, int64_t distance) {
   for (int l = 0; l < kLines; ++l) {
     _mm_prefetch(reinterpret_cast<const char*>(p + distance + 64 * l), _MM_HINT_T0);
   }
+}
+
+// PrefetchAhead of the next tile's same row (16 rows further on).
+template <int kLines>
+HWY_INLINE void PrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
+  PrefetchAhead<kLines>(p, kGemvRows * row_bytes);
 }
 
 // One register of 64 bytes: 32 from `lo` and 32 from `hi`.
@@ -186,7 +192,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ8_0(const uint8_t* row0, int64_t 
     __m512i dots[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<2>(p, ahead);  // 68 bytes per step
+      PrefetchAhead<2>(p, ahead);  // 68 bytes per step
       const __m512i w = _mm512_xor_si512(LoadHalves(p + 2, p + kBytes + 2), flip);
       for (int t = 0; t < T; ++t) dots[t][i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, a[t]);
     }
@@ -321,7 +327,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<3>(p, ahead);  // 144 or 176 bytes per step (the next block's: the rest)
+      PrefetchAhead<3>(p, ahead);  // 144 or 176 bytes per step (the next block's: the rest)
       const __m512i sm = _mm512_castsi128_si512(Q4KScalesMins(p + 4));
       const __m512i w0 = _mm512_loadu_si512(p + kQs), w1 = _mm512_loadu_si512(p + kQs + 64);
       __m512i nib[4] = {_mm512_and_si512(w0, low4),
@@ -464,7 +470,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
     __m512i sum16[T];  // 16 I_b
     for (int t = 0; t < T; ++t) sum16[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // qs bytes 32 c ..: sub-blocks 2 c (low), 2 c + 1 (high)
-      for (int i = 4 * c; i < 4 * c + 4; ++i) PrefetchNextTile<3>(set.rows[i] + block, ahead);
+      for (int i = 4 * c; i < 4 * c + 4; ++i) PrefetchAhead<3>(set.rows[i] + block, ahead);
       __m512i s_lo[T], s_hi[T];
       for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
@@ -538,7 +544,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<4>(p, ahead);  // 210 bytes per step
+      PrefetchAhead<4>(p, ahead);  // 210 bytes per step
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
       const __m512i sc = _mm512_castsi256_si512(sc16);
