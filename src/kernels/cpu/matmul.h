@@ -117,8 +117,10 @@ class MatMulScratch {
 // x: (n, w.cols) f32 row-major; y: (n, w.rows) f32 row-major; x and y must not overlap.
 // note: MatMulSupports(w.dtype); cols is a whole number of the format's blocks;
 // n <= scratch.max_tokens() and cols <= scratch.max_cols() (CHECKed).
+// then: the weight bytes the caller reads next (the next expert matrix), or null; a hint with
+// no effect on y: a one-thread pool's few-token rows prefetch its start during w's last rows.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
-            MatMulScratch& scratch);
+            MatMulScratch& scratch, const void* then = nullptr);
 
 // One product of MatMulMany: y = x W^T. y: (n, w->rows) f32; does not own either.
 struct MatMulOutput {
@@ -128,9 +130,21 @@ struct MatMulOutput {
 
 // MatMul(*o.w, x, n, o.y) for every o in `outputs`, in order (the same bits), with x quantized
 // once for consecutive weights of the same columns and activation block (q, k and v of one
-// input; gate and up). The outputs must not overlap x.
+// input; gate and up). The outputs must not overlap x. then: as MatMul's, after the last output
+// (each output's rows prefetch the next output's weights).
 void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
-                ThreadPool& pool, MatMulScratch& scratch);
+                ThreadPool& pool, MatMulScratch& scratch, const void* then = nullptr);
+
+namespace internal {
+// Where the few-token rows of a one-thread matmul look ahead past the matrix (MatMul's `then`):
+// the matrix's end and the bytes read next; then == nullptr: the memory past the matrix. Set by
+// the matmul entry around its rows, per thread.
+struct GemvLookahead {
+  const void* end = nullptr;
+  const void* then = nullptr;
+};
+extern thread_local GemvLookahead gemv_lookahead;
+}  // namespace internal
 
 // The same function computed by portable scalar code (one thread, no SIMD). Bit-identical
 // to MatMul by the contract above; used by tests as the oracle for that claim.
