@@ -5,8 +5,11 @@
 // BM_Model110m/<dtype>/<n>: every matmul of a 110m llama (dim 768, 12 layers, FFN 2048,
 //   vocab 32000; 12 distinct layers of weights, so decode streams ~all weights from memory)
 //   for n tokens; counter TokPerS = n / s (an upper bound on a whole forward pass).
-// BM_ExpertStream/<dtype>/<rows>/<cols>/<n>: 640 MiB of expert matrices, each in turn for n
-//   tokens (a batched MoE decode step's few-token rows, weights from memory); WeightGBs.
+// BM_ExpertStream/<dtype>/<rows>/<cols>/<n>/<order>: 640 MiB of expert matrices, each in
+//   turn for n tokens (a batched MoE decode step's few-token rows, weights from memory), in
+//   address order (0) or scattered (1: the next matrix is not the memory after this one, as an
+//   expert's gate, up and down; 2: scattered, each MatMul told the next matrix, as MoeFfnBlock
+//   does); WeightGBs.
 // BM_MemoryReadBandwidth: sums a 256 MiB buffer with 2 threads; counter GBs.
 // Set KVSERVE_BENCH_THREADS to change the thread count (default 2).
 #include <benchmark/benchmark.h>
@@ -125,6 +128,13 @@ BENCHMARK(BM_MatMul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
+// A batched decode step's dense matrices (Q8_0, Q4_K, Q6_K; 2048 x 1024) from 12 tokens (the gemv
+// rows) through the lanes rows of CPUs without AMX (13-32) to the token-group tiles.
+BENCHMARK(BM_MatMul)
+    ->ArgsProduct({{3, 5, 7}, {2048}, {1024}, {12, 13, 16, 24, 32, 48, 64}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 // A mixture of experts' expert matrices (Qwen3-MoE `small`: dim 1024, expert FFN 256) with the
 // few tokens a batched decode step routes to each expert.
 void BM_ExpertMatMul(benchmark::State& state) {
@@ -144,8 +154,10 @@ BENCHMARK(BM_ExpertMatMul)->Apply(ExpertArgs)->Unit(benchmark::kMicrosecond)->Us
 void BM_ExpertStream(benchmark::State& state) {
   const DType dtype = kTypes[state.range(0)];
   const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  const int64_t order = state.range(4);
   const std::vector<uint8_t> one = MakeWeightBytes(dtype, rows, cols, 1);
-  const int64_t count = (int64_t{640} << 20) / static_cast<int64_t>(one.size());
+  int64_t count = (int64_t{640} << 20) / static_cast<int64_t>(one.size());
+  if (count % 7919 == 0) --count;  // the scattered order's stride must be coprime with count
   std::vector<uint8_t> bytes(one.size() * static_cast<size_t>(count));
   for (int64_t m = 0; m < count; ++m)
     std::memcpy(bytes.data() + m * one.size(), one.data(), one.size());
@@ -163,10 +175,16 @@ void BM_ExpertStream(benchmark::State& state) {
     Pool().ParallelFor(
         static_cast<size_t>(count),
         [&](size_t begin, size_t end, int t) {
-          for (size_t m = begin; m < end; ++m) {
-            const WeightMatrix w{bytes.data() + m * one.size(), dtype, rows, cols};
+          // scattered: matrices out of address order, so the memory after one matrix is not
+          // the next one read (as a mixture of experts' gate, up and down tensors)
+          auto matrix = [&](size_t i) {
+            return bytes.data() + (order > 0 ? i * 7919 % static_cast<size_t>(count) : i) * one.size();
+          };
+          for (size_t i = begin; i < end; ++i) {
+            const WeightMatrix w{matrix(i), dtype, rows, cols};
+            const void* then = order == 2 && i + 1 < end ? matrix(i + 1) : nullptr;
             MatMul(w, x.data(), n, y[static_cast<size_t>(t)].data(),
-                   *serial[static_cast<size_t>(t)], *scratch[static_cast<size_t>(t)]);
+                   *serial[static_cast<size_t>(t)], *scratch[static_cast<size_t>(t)], then);
           }
         },
         1);
@@ -178,9 +196,11 @@ void BM_ExpertStream(benchmark::State& state) {
                                                    benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_ExpertStream)
-    ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 8, 10, 12, 16}})
-    ->ArgsProduct({{15}, {512}, {1024}, {1, 2, 3, 4}})  // gpt-oss small's MXFP4 experts
-    ->ArgsProduct({{15}, {1024}, {512}, {1, 2, 3, 4}})
+    ->ArgsProduct({{5, 7}, {256, 1024}, {1024}, {1, 2, 3, 4, 8, 10, 12, 16}, {0}})
+    ->ArgsProduct({{5, 7}, {256}, {1024}, {1, 2, 3}, {1, 2}})
+    ->ArgsProduct({{5, 7}, {1024}, {256}, {1, 2, 3}, {0, 1, 2}})  // an expert's down matrix
+    ->ArgsProduct({{15}, {512}, {1024}, {1, 2, 3, 4}, {0, 1, 2}})  // gpt-oss small's experts
+    ->ArgsProduct({{15}, {1024}, {512}, {1, 2, 3, 4}, {0, 1, 2}})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
@@ -190,8 +210,12 @@ void MlaHeadArgs(benchmark::internal::Benchmark* b) {
   for (auto [rows, cols] : {std::pair{256, 64}, {64, 256}})
     for (int n : {1, 16}) b->Args({0, rows, cols, n});
 }
+void MlaHeadStreamArgs(benchmark::internal::Benchmark* b) {
+  for (auto [rows, cols] : {std::pair{256, 64}, {64, 256}})
+    for (int n : {1, 16}) b->Args({0, rows, cols, n, 0});
+}
 BENCHMARK(BM_MatMul)->Apply(MlaHeadArgs)->Unit(benchmark::kMicrosecond)->UseRealTime();
-BENCHMARK(BM_ExpertStream)->Apply(MlaHeadArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ExpertStream)->Apply(MlaHeadStreamArgs)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 // All matmuls of the 110m preset, one forward of n tokens.
 void BM_Model110m(benchmark::State& state) {

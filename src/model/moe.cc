@@ -175,6 +175,7 @@ MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
       order(t * c.top_k),
       slot(t * c.top_k),
       cursor(c.num_experts),
+      claim(c.num_experts),
       in(t * c.top_k * dim),
       gate(t * c.top_k * c.expert_ffn_dim),
       up(t * c.top_k * c.expert_ffn_dim),
@@ -275,7 +276,8 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
                float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t ffn = gate.rows;
   const kernels::MatMulOutput gate_up[] = {{&gate, g}, {&up, u}};
-  kernels::MatMulMany(gate_up, in, rows, pool, scratch);  // `in` quantized once for both
+  // `in` quantized once for both; each matrix's last rows prefetch the next one's first
+  kernels::MatMulMany(gate_up, in, rows, pool, scratch, down.data);
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
     for (size_t r = begin; r < end; ++r) {
       if (activation == ExpertActivation::kSwigluOai) {  // the biases added in the same pass
@@ -322,7 +324,7 @@ void RunShared(const MoeWeights& w, const MoeConfig& c, int64_t n, const float* 
 
 // Every active expert of a step of n tokens (grouped by GroupByExpert), and the shared experts.
 // A few-token step with enough active experts gives each expert to one thread whole (the
-// shared experts first, then the routed ones in index order, claimed by the pool's range
+// shared experts first, then the routed ones by rows, most first, claimed by the pool's range
 // indices, each with its own scratch and a serial pool): no barrier per matmul, and no expert's
 // 1-3 rows split into tiny ranges. Otherwise each expert in turn, its rows split over the pool.
 // Either way every row's value is the matmul's function of its input alone
@@ -340,15 +342,24 @@ void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float*
   while (std::ssize(buf.lanes) < threads) {
     buf.lanes.push_back(std::make_unique<MoeBuffers::Lane>(kWholeExpertMaxTokens, buf.lane_cols));
   }
+  // Claim order: the active experts by rows, most first (ties by index), so that a thread's
+  // last expert is among the shortest and the threads finish close together.
+  int64_t num_active = 0;
+  for (int64_t e = 0; e < c.num_experts; ++e) {
+    if (buf.offsets[e + 1] > buf.offsets[e]) buf.claim[num_active++] = static_cast<int32_t>(e);
+  }
+  auto rows = [&buf](int32_t e) { return buf.offsets[e + 1] - buf.offsets[e]; };
+  std::stable_sort(buf.claim.begin(), buf.claim.begin() + num_active,
+                   [&](int32_t a, int32_t b) { return rows(a) > rows(b); });
   const int64_t shared = c.shared_ffn_dim > 0 ? 1 : 0;  // unit 0 when there are shared experts
   std::atomic<int64_t> next{0};
   pool.ParallelFor(static_cast<size_t>(threads), [&](size_t, size_t, int lane) {
     MoeBuffers::Lane& l = *buf.lanes[lane];
-    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < shared + c.num_experts;) {
+    for (int64_t i; (i = next.fetch_add(1, std::memory_order_relaxed)) < shared + num_active;) {
       if (i < shared) {
         RunShared(w, c, n, xb, buf, l.scratch, l.serial);
       } else {
-        RunExpert(w, c, i - shared, xb, buf, l.scratch, l.serial);
+        RunExpert(w, c, buf.claim[i - shared], xb, buf, l.scratch, l.serial);
       }
     }
   });

@@ -73,6 +73,7 @@ struct MoeBuffers {
   std::vector<int32_t> order;      // (T * top_k): sorted row -> t * top_k + k
   std::vector<int32_t> slot;       // (T * top_k): t * top_k + k -> sorted row
   std::vector<int32_t> cursor;     // (E): counting-sort cursors
+  std::vector<int32_t> claim;      // (E): active experts in the order the threads claim them
   std::vector<float> in;           // (T * top_k, dim): gathered inputs, by expert
   std::vector<float> gate, up;     // (T * top_k, ffn): by expert, as `in`
   std::vector<float> out;          // (T * top_k, dim): expert outputs, by expert

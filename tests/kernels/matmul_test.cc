@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstring>
 #include <random>
+#include <tuple>
 #include <vector>
 
 // Also enumerate AVX3_DL, which matmul.cc compiles (AVX512-VNNI quantized tiles).
@@ -437,6 +438,29 @@ TEST(MatMulTest, SingleTokenBitIdenticalToPortableAndBatch) {
   }
 }
 
+// n random tokens (the last one's first 32 activations zero) times w: y[t, r] equals the
+// portable oracle, with 1 and 3 threads, and the last token's row equals that token alone (the
+// single-token path).
+void ExpectTokensMatchPortableAndAlone(const TestWeights& w, int64_t n, uint32_t seed) {
+  const int64_t rows = w.matrix.rows, cols = w.matrix.cols;
+  std::vector<float> x = RandomActivations(n, cols, seed);
+  std::fill(x.begin() + (n - 1) * cols, x.begin() + (n - 1) * cols + 32, 0.0f);
+  std::vector<float> want(static_cast<size_t>(n * rows));
+  MatMulPortable(w.matrix, x.data(), n, want.data());
+  const int64_t last = n - 1;
+  const std::vector<float> alone(x.begin() + last * cols, x.end());
+  const std::vector<float> y1 = RunMatMul(w.matrix, alone, 1, 1);
+  for (int threads : {1, 3}) {
+    const std::vector<float> got = RunMatMul(w.matrix, x, n, threads);
+    for (int64_t i = 0; i < n * rows; ++i) {
+      ASSERT_TRUE(BitEqual(got[i], want[i]))
+          << "threads " << threads << " token " << i / rows << " row " << i % rows << ": "
+          << got[i] << " vs " << want[i];
+    }
+    for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(got[last * rows + r], y1[r])) << r;
+  }
+}
+
 // Decode steps with a few tokens per matrix (a mixture of experts' experts in a batched step):
 // every n from 1 to 16 (the gemv rows, the token-group tiles and AMX), every integer format, a
 // few row counts around the 16-row tiles; y[t, r] equals the portable oracle and the token alone,
@@ -451,22 +475,48 @@ TEST(MatMulTest, FewTokensBitIdenticalToPortableAndAlone) {
       for (int64_t n = 1; n <= 16; ++n) {
         SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
                      " n=" + std::to_string(n));
-        std::vector<float> x = RandomActivations(n, cols, ++seed);
-        std::fill(x.begin() + (n - 1) * cols, x.begin() + (n - 1) * cols + 32, 0.0f);
-        std::vector<float> want(static_cast<size_t>(n * rows));
-        MatMulPortable(w.matrix, x.data(), n, want.data());
-        const int64_t last = n - 1;  // alone, it takes the single-token path
-        const std::vector<float> alone(x.begin() + last * cols, x.end());
-        const std::vector<float> y1 = RunMatMul(w.matrix, alone, 1, 1);
-        for (int threads : {1, 3}) {
-          const std::vector<float> got = RunMatMul(w.matrix, x, n, threads);
-          for (int64_t i = 0; i < n * rows; ++i) {
-            ASSERT_TRUE(BitEqual(got[i], want[i]))
-                << "threads " << threads << " token " << i / rows << " row " << i % rows << ": "
-                << got[i] << " vs " << want[i];
-          }
-          for (int64_t r = 0; r < rows; ++r) ASSERT_TRUE(BitEqual(got[last * rows + r], y1[r])) << r;
+        ExpectTokensMatchPortableAndAlone(w, n, ++seed);
+        if (HasFatalFailure()) return;
+      }
+    }
+  }
+}
+
+// A batched decode step's dense matrices (16 sequences; up to 32 tokens): every n from 13 to 33
+// (the lanes rows of Q4_K and Q6_K on AVX-512 VNNI without AMX, in passes of up to 8 tokens; AMX,
+// or the token-group tiles), every integer format, row counts around the 16-row tiles (a
+// short last tile) and three or more blocks, so that a change in the per-block f32 chain changes
+// bits; y[t, r] equals the portable oracle and the token alone, with 1 and 3 threads. Q8_0, Q4_K
+// and Q6_K also get raw random blocks (every code, scale and min), and a matrix wide enough that
+// the tokens come in two chunks (ChunkTokens: 16 tokens of 8448 columns).
+TEST(MatMulTest, LanesTokensBitIdenticalToPortableAndAlone) {
+  uint32_t seed = 4100;
+  for (DType dtype : kAllTypes) {
+    if (!IsQuant(dtype)) continue;
+    const bool lanes = dtype == DType::kQ8_0 || dtype == DType::kQ4_K || dtype == DType::kQ6_K;
+    for (auto [rows, cols, raw] : {std::tuple<int64_t, int64_t, bool>{13, IsK(dtype) ? 768 : 160, false},
+                                   {47, IsK(dtype) ? 1024 : 288, false},
+                                   {33, IsK(dtype) ? 768 : 160, true},
+                                   {17, 8448, false}}) {
+      if ((raw || cols == 8448) && !lanes) continue;
+      TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
+      if (raw && dtype == DType::kQ8_0) {
+        std::mt19937 rng(++seed);
+        for (size_t i = 0; i < w.bytes.size(); ++i) {
+          w.bytes[i] = static_cast<uint8_t>(rng());
+          if (i % 34 == 1) w.bytes[i] &= 0xBB;  // f16 scale: finite, |d| < 2, either sign
         }
+      } else if (raw) {
+        RandomizeKBlocks(w, ++seed);
+      }
+      const std::vector<int64_t> counts =
+          cols == 8448 ? std::vector<int64_t>{20, 32} : std::vector<int64_t>{13, 14, 15, 16, 17, 19, 24, 31, 32, 33};
+      for (int64_t n : counts) {
+        SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
+                     " cols=" + std::to_string(cols) + (raw ? " raw" : "") +
+                     " n=" + std::to_string(n));
+        ExpectTokensMatchPortableAndAlone(w, n, ++seed);
+        if (HasFatalFailure()) return;
       }
     }
   }

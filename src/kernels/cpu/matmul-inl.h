@@ -141,10 +141,10 @@ void FillGroups(const internal::QuantActivations& act, const internal::TokenGrou
 
 // Batches of weight format t with at least this many tokens use the token-interleaved tiles
 // (and MatMul prepares internal::TokenGroups for them); 0: this target has none. Fewer tokens
-// of the formats with gemv tiles take those (they read the plain activation rows).
+// of the formats with gemv or lanes rows take those (they read the plain activation rows).
 int64_t TokenGroupMinTokens(tensor::DType t) {
 #if HWY_TARGET == HWY_AVX3_DL
-  return std::max<int64_t>(kTokenGroupMinTokens, GemvMaxTokens(t) + 1);
+  return std::max<int64_t>({kTokenGroupMinTokens, GemvMaxTokens(t) + 1, LanesMaxTokens(t) + 1});
 #else
   (void)t;
   return 0;

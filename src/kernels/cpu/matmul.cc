@@ -154,6 +154,8 @@ MatMulScratch::MatMulScratch(int64_t max_tokens, int64_t max_cols)
 
 namespace internal {
 
+thread_local GemvLookahead gemv_lookahead;
+
 bool AmxUsable() {
   static const bool machine = MachineHasAmx();
   return machine && !amx_disabled_for_test.load(std::memory_order_relaxed);
@@ -249,8 +251,8 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};
 }
 
-// The rows of y = x W^T from prepared activations.
-void RunRows(MatMulArgs& args, ThreadPool& pool) {
+// The rows of y = x W^T from prepared activations; then: MatMul's.
+void RunRows(MatMulArgs& args, ThreadPool& pool, const void* then) {
   // Rows are claimed in chunks (about 8 per thread) rather than split once: a thread that
   // is descheduled or slower costs the others a chunk, not half the matrix. Every y[t, r] is
   // computed the same way whichever thread claims its row.
@@ -265,9 +267,17 @@ void RunRows(MatMulArgs& args, ThreadPool& pool) {
   const int64_t spread = std::max<int64_t>(
       kRowGrain, (w.rows + threads * kChunksPerThread - 1) / (threads * kChunksPerThread) /
                      kRowGrain * kRowGrain);
+  // One thread (a whole expert's matmul in MoeFfnBlock's lanes) takes all rows in one claim.
   args.chunk =
-      args.amx ? std::min(spread, kRowGrain * std::max<int64_t>(1, kAmxClaimTokens / args.n))
-               : spread;
+      threads == 1 ? w.rows
+      : args.amx   ? std::min(spread, kRowGrain * std::max<int64_t>(1, kAmxClaimTokens / args.n))
+                   : spread;
+  // One thread claims all rows at once (above), so its last tile is the matrix's: point its
+  // lookahead at `then`.
+  if (threads == 1 && then != nullptr) {
+    internal::gemv_lookahead = {
+        static_cast<const uint8_t*>(w.data) + w.rows * tensor::RowBytes(w.dtype, w.cols), then};
+  }
   pool.ParallelFor(static_cast<size_t>(threads), [a = &args](size_t, size_t, int) {
     const int64_t rows = a->w->rows;
     const internal::QuantActivations act{a->qx,  a->dx,        a->sums,     a->staging,
@@ -277,6 +287,7 @@ void RunRows(MatMulArgs& args, ThreadPool& pool) {
       (*a->w, a->x, act, a->n, a->y, begin, std::min(begin + a->chunk, rows));
     }
   });
+  internal::gemv_lookahead = {};
 }
 
 void CheckMatMul(const WeightMatrix& w, int64_t n, const MatMulScratch& scratch) {
@@ -289,21 +300,21 @@ void CheckMatMul(const WeightMatrix& w, int64_t n, const MatMulScratch& scratch)
 }  // namespace
 
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
-            MatMulScratch& scratch) {
+            MatMulScratch& scratch, const void* then) {
   const MatMulOutput out{&w, y};
-  MatMulMany({&out, 1}, x, n, pool, scratch);
+  MatMulMany({&out, 1}, x, n, pool, scratch, then);
 }
 
 void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
-                ThreadPool& pool, MatMulScratch& scratch) {
+                ThreadPool& pool, MatMulScratch& scratch, const void* then) {
   Prepared done;
-  for (const MatMulOutput& out : outputs) {
-    const WeightMatrix& w = *out.w;
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const WeightMatrix& w = *outputs[i].w;
     if (n == 0 || w.rows == 0) continue;
     CheckMatMul(w, n, scratch);
-    MatMulArgs args{&w, x, n, out.y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
+    MatMulArgs args{&w, x, n, outputs[i].y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
     if (tensor::IsIntegerQuant(w.dtype)) PrepareActivations(args, pool, scratch, done);
-    RunRows(args, pool);
+    RunRows(args, pool, i + 1 < outputs.size() ? outputs[i + 1].w->data : then);
   }
 }
 

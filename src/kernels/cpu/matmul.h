@@ -41,7 +41,10 @@
 //
 // On AVX-512 VNNI, calls of up to 12 tokens (8 for Q8_0) with Q8_0, Q4_K, Q5_K or Q6_K weights
 // read the weight blocks in place, once for all tokens (kernels/cpu/matmul_x86_gemv-inl.h: decode
-// steps, and a mixture of experts' experts in a batched step).
+// steps, and a mixture of experts' experts in a batched step); on a CPU without AMX, calls of 13
+// to 32 tokens with Q4_K or Q6_K weights transpose each block of 16 rows once into one row per
+// lane and run the tokens over it (kernels/cpu/matmul_x86_lanes-inl.h: a batched decode step's
+// dense matrices).
 // Batches (n >= 16; Q4_K and Q6_K from 10 tokens, ahead of those VNNI rows) of integer
 // formats on a CPU with AMX int8 (Sapphire Rapids and later; Linux grants the tile state per
 // process) run AMX tiles (kernels/cpu/matmul_x86_amx-inl.h; up to 16 tokens of Q4_K form I_b
@@ -114,8 +117,10 @@ class MatMulScratch {
 // x: (n, w.cols) f32 row-major; y: (n, w.rows) f32 row-major; x and y must not overlap.
 // note: MatMulSupports(w.dtype); cols is a whole number of the format's blocks;
 // n <= scratch.max_tokens() and cols <= scratch.max_cols() (CHECKed).
+// then: the weight bytes the caller reads next (the next expert matrix), or null; a hint with
+// no effect on y: a one-thread pool's few-token rows prefetch its start during w's last rows.
 void MatMul(const WeightMatrix& w, const float* x, int64_t n, float* y, ThreadPool& pool,
-            MatMulScratch& scratch);
+            MatMulScratch& scratch, const void* then = nullptr);
 
 // One product of MatMulMany: y = x W^T. y: (n, w->rows) f32; does not own either.
 struct MatMulOutput {
@@ -125,9 +130,21 @@ struct MatMulOutput {
 
 // MatMul(*o.w, x, n, o.y) for every o in `outputs`, in order (the same bits), with x quantized
 // once for consecutive weights of the same columns and activation block (q, k and v of one
-// input; gate and up). The outputs must not overlap x.
+// input; gate and up). The outputs must not overlap x. then: as MatMul's, after the last output
+// (each output's rows prefetch the next output's weights).
 void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
-                ThreadPool& pool, MatMulScratch& scratch);
+                ThreadPool& pool, MatMulScratch& scratch, const void* then = nullptr);
+
+namespace internal {
+// Where the few-token rows of a one-thread matmul look ahead past the matrix (MatMul's `then`):
+// the matrix's end and the bytes read next; then == nullptr: the memory past the matrix. Set by
+// the matmul entry around its rows, per thread.
+struct GemvLookahead {
+  const void* end = nullptr;
+  const void* then = nullptr;
+};
+extern thread_local GemvLookahead gemv_lookahead;
+}  // namespace internal
 
 // The same function computed by portable scalar code (one thread, no SIMD). Bit-identical
 // to MatMul by the contract above; used by tests as the oracle for that claim.

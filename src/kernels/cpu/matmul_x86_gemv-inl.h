@@ -100,15 +100,37 @@ HWY_INLINE __m512 GatherHalf(const GemvRowSet& set, const uint8_t* block0, int s
   return HalfOfWords(GatherWords(set, block0), shift);
 }
 
-// Asks for the `lines` cache lines from p of the next tile's same row (16 rows further on), so
-// the next tile streams in while this one computes: the rows of a tile are read 16 at a time,
-// which the hardware prefetchers follow poorly (measured: a third of the matmul time of a
-// decode step without it). Past the matrix's end it only wastes a hint.
+// The distance in bytes from the tile at row0 to the memory its prefetches ask for: the next
+// tile (16 rows further on), or for the last tile of a matrix whose caller reads other bytes
+// next (internal::gemv_lookahead: a mixture of experts' gate, then up, then down), those bytes
+// at the same offsets, so that the next matrix's first tile is not read cold.
+HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes) {
+  const int64_t ahead = kGemvRows * row_bytes;
+  const internal::GemvLookahead& look = internal::gemv_lookahead;
+  if (look.then != nullptr && reinterpret_cast<uintptr_t>(row0 + ahead) >=
+                                  reinterpret_cast<uintptr_t>(look.end)) {
+    return static_cast<int64_t>(reinterpret_cast<uintptr_t>(look.then) -
+                                reinterpret_cast<uintptr_t>(row0));
+  }
+  return ahead;
+}
+
+// Asks for the `lines` cache lines from p + distance (NextTileDistance: the next tile's same
+// row), so the next tile streams in while this one computes: the rows of a tile are read 16 at
+// a time, which the hardware prefetchers follow poorly (measured: a third of the matmul time of
+// a decode step without it; on the AMD EPYC Zen 5 several times slower). Past the matrix's end
+// it only wastes a hint.
+template <int kLines>
+HWY_INLINE void PrefetchAhead(const uint8_t* p, int64_t distance) {
+  for (int l = 0; l < kLines; ++l) {
+    _mm_prefetch(reinterpret_cast<const char*>(p + distance + 64 * l), _MM_HINT_T0);
+  }
+}
+
+// PrefetchAhead of the next tile's same row (16 rows further on).
 template <int kLines>
 HWY_INLINE void PrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
-  for (int l = 0; l < kLines; ++l) {
-    _mm_prefetch(reinterpret_cast<const char*>(p + kGemvRows * row_bytes + 64 * l), _MM_HINT_T0);
-  }
+  PrefetchAhead<kLines>(p, kGemvRows * row_bytes);
 }
 
 // One register of 64 bytes: 32 from `lo` and 32 from `hi`.
@@ -153,6 +175,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ8_0(const uint8_t* row0, int64_t 
                                                    int64_t y_stride) {
   constexpr int64_t kBytes = 34;  // f16 d, then 32 int8 values
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[T];
   for (int t = 0; t < T; ++t) acc[t] = _mm512_setzero_ps();
@@ -169,7 +192,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ8_0(const uint8_t* row0, int64_t 
     __m512i dots[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<2>(p, row_bytes);  // 68 bytes per step
+      PrefetchAhead<2>(p, ahead);  // 68 bytes per step
       const __m512i w = _mm512_xor_si512(LoadHalves(p + 2, p + kBytes + 2), flip);
       for (int t = 0; t < T; ++t) dots[t][i] = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w, a[t]);
     }
@@ -269,6 +292,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
   // d, dmin, scales[12], [qh[32]], qs[128]
   constexpr int64_t kBytes = kFifthBit ? 176 : 144, kQs = kFifthBit ? 48 : 16;
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i sixteen = _mm512_set1_epi8(16);
   // Scale j as an int16 in both halves of the int32 lanes that need it (from byte j of
@@ -303,7 +327,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4K(const uint8_t* row0, int64_t r
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<3>(p, row_bytes);  // 144 or 176 bytes per step (the next block's: the rest)
+      PrefetchAhead<3>(p, ahead);  // 144 or 176 bytes per step (the next block's: the rest)
       const __m512i sm = _mm512_castsi128_si512(Q4KScalesMins(p + 4));
       const __m512i w0 = _mm512_loadu_si512(p + kQs), w1 = _mm512_loadu_si512(p + kQs + 64);
       __m512i nib[4] = {_mm512_and_si512(w0, low4),
@@ -397,6 +421,23 @@ HWY_INLINE __m512i BroadcastCodes(const int8_t* a) {
   return _mm512_set1_epi32(codes);
 }
 
+// scale[s] (s < 8): the Q4_K sub-block scale sc_s of each lane's row as an int32 lane, times 16
+// for the low nibbles' (even) sub-blocks, from the scale field's words u0 (bytes 0-3) and u2
+// (bytes 8-11): sc 0-3 = u0 & 0x3F..; sc 4-7 = (u2 & 0x0F..) | ((u0 >> 6) & 0x03..) << 4.
+KVSERVE_MATMUL_VNNI HWY_INLINE void Q4KLaneScales(__m512i u0, __m512i u2, __m512i (&scale)[8]) {
+  const __m512i sc03 = _mm512_and_si512(u0, _mm512_set1_epi32(0x3F3F3F3F));
+  const __m512i sc47 = _mm512_ternarylogic_epi32(  // (u2 & 0x0F..) | ((u0 >> 2) & 0x30..)
+      u2, _mm512_and_si512(_mm512_srli_epi32(u0, 2), _mm512_set1_epi32(0x30303030)),
+      _mm512_set1_epi32(0x0F0F0F0F), 0xEC);
+  for (int s = 0; s < 8; ++s) {
+    const __m512i src = s < 4 ? sc03 : sc47;
+    const int shift = 8 * (s % 4) - (s % 2 == 0 ? 4 : 0);
+    const __m512i at = shift >= 0 ? _mm512_srli_epi32(src, static_cast<unsigned>(shift))
+                                  : _mm512_slli_epi32(src, 4);
+    scale[s] = _mm512_and_si512(at, _mm512_set1_epi32(s % 2 == 0 ? 0xFF0 : 0xFF));
+  }
+}
+
 // Q4_K for 2 <= T tokens with one row per lane from the start (lane order), so no reduction
 // per token: per block, the rows' header (d, dmin, the scale field) and qs are transposed 16
 // bytes at a time (TransposeRowWords); word w of qs group g (qs bytes 16 g + 4 w ..) holds
@@ -413,6 +454,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
                                                        int64_t y_stride) {
   constexpr int64_t kBytes = 144, kQs = 16;  // d, dmin, scales[12], qs[128]
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
   // The mins' int16 pairs: bytes 0, 1 (first_pair) or 2, 3 (second_pair) of each 32-bit lane.
   const __m512i first_pair = BytePairIndex(0), second_pair = BytePairIndex(2);
@@ -422,24 +464,13 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ4KLanes(const uint8_t* row0, int6
     const int64_t block = kBytes * b;
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
-    const __m512i u0 = head[1], u1 = head[2], u2 = head[3];
-    const __m512i sc03 = _mm512_and_si512(u0, _mm512_set1_epi32(0x3F3F3F3F));
-    const __m512i sc47 = _mm512_ternarylogic_epi32(  // (u2 & 0x0F..) | ((u0 >> 2) & 0x30..)
-        u2, _mm512_and_si512(_mm512_srli_epi32(u0, 2), _mm512_set1_epi32(0x30303030)),
-        _mm512_set1_epi32(0x0F0F0F0F), 0xEC);
-    // scale[s]: sc_s as an int32 lane, times 16 for the low nibbles' (even) sub-blocks.
+    const __m512i u1 = head[2], u2 = head[3];
     __m512i scale[8];
-    for (int s = 0; s < 8; ++s) {
-      const __m512i src = s < 4 ? sc03 : sc47;
-      const int shift = 8 * (s % 4) - (s % 2 == 0 ? 4 : 0);
-      const __m512i at = shift >= 0 ? _mm512_srli_epi32(src, static_cast<unsigned>(shift))
-                                    : _mm512_slli_epi32(src, 4);
-      scale[s] = _mm512_and_si512(at, _mm512_set1_epi32(s % 2 == 0 ? 0xFF0 : 0xFF));
-    }
+    Q4KLaneScales(head[1], u2, scale);
     __m512i sum16[T];  // 16 I_b
     for (int t = 0; t < T; ++t) sum16[t] = _mm512_setzero_si512();
     for (int c = 0; c < 4; ++c) {  // qs bytes 32 c ..: sub-blocks 2 c (low), 2 c + 1 (high)
-      for (int i = 4 * c; i < 4 * c + 4; ++i) PrefetchNextTile<3>(set.rows[i] + block, row_bytes);
+      for (int i = 4 * c; i < 4 * c + 4; ++i) PrefetchAhead<3>(set.rows[i] + block, ahead);
       __m512i s_lo[T], s_hi[T];
       for (int t = 0; t < T; ++t) s_lo[t] = s_hi[t] = _mm512_setzero_si512();
       for (int h = 0; h < 2; ++h) {
@@ -492,6 +523,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
                                                   int64_t y_stride) {
   constexpr int64_t kBytes = 210;  // ql[128], qh[64], scales[16], d
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   const __m512i low4 = _mm512_set1_epi8(0x0F);
   const __m512i bits45 = _mm512_set1_epi8(0x30);
   // qh >> shift01: the high bits of quad 0 (bytes 0-31) and 1 (bytes 32-63) of the 128-value
@@ -512,7 +544,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileQ6K(const uint8_t* row0, int64_t r
     __m512i parts[T][kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<4>(p, row_bytes);  // 210 bytes per step
+      PrefetchAhead<4>(p, ahead);  // 210 bytes per step
       const __m128i sc8 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 192));
       const __m256i sc16 = _mm256_cvtepi8_epi16(sc8);
       const __m512i sc = _mm512_castsi256_si512(sc16);

@@ -1,6 +1,6 @@
 // Single-token (decode) rows for MXFP4 weights on AVX-512 VNNI (gpt-oss's experts). Textually
 // included by matmul_x86_quant-inl.h for the AVX3_DL target only, after matmul_x86_gemv-inl.h,
-// whose 16-row machinery (GemvRowSet, ReduceBlockPairs, PrefetchNextTile) it reuses; see
+// whose 16-row machinery (GemvRowSet, ReduceBlockPairs, PrefetchAhead) it reuses; see
 // matmul.h for the scheme.
 //
 // MXFP4 block (tensor/quant_ints.h): e (E8M0) at byte 0, then 16 bytes of nibbles in nibble
@@ -43,6 +43,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t
   constexpr int64_t kBytes = 17;  // e, then 16 bytes of nibbles
   const int64_t blocks = cols / 32;
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   alignas(64) uint8_t arrange[64], table[64];
   for (int j = 0; j < 64; ++j) {
     arrange[j] = static_cast<uint8_t>((j < 32 ? 1 : 1 + kBytes) + j % 16);
@@ -72,7 +73,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4(const uint8_t* row0, int64_t
     __m512i u[kGemvRows];
     for (int i = 0; i < kGemvRows; ++i) {
       const uint8_t* p = set.rows[i] + kBytes * b;
-      PrefetchNextTile<1>(p, row_bytes);  // 34 bytes per step
+      PrefetchAhead<1>(p, ahead);  // 34 bytes per step
       u[i] = values(p, (1ull << 34) - 1);
     }
     const __m512 d0 = GatherMxfp4Scales(set, row0 + kBytes * b);
@@ -117,6 +118,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
   constexpr int64_t kBytes = 17;
   const int64_t blocks = cols / 32;
   const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   alignas(64) uint8_t table[64];
   for (int j = 0; j < 64; ++j) table[j] = static_cast<uint8_t>(tensor::kMxfp4Values[j % 16] + 128);
   const __m512i table_v = _mm512_load_si512(table);
@@ -131,7 +133,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void GemvTileMxfp4Lanes(const uint8_t* row0, in
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* block0 = row0 + kBytes * b;
     if (b % 2 == 0) {
-      for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<1>(set.rows[i] + kBytes * b, row_bytes);
+      for (int i = 0; i < kGemvRows; ++i) PrefetchAhead<1>(set.rows[i] + kBytes * b, ahead);
     }
     // The 16 rows' nibble words, word g of row LaneRow(j) in lane j of raw[g].
     __m512i raw[4];

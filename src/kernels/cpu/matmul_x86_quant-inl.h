@@ -475,6 +475,7 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 #include "kernels/cpu/matmul_x86_amx16-inl.h"
 #include "kernels/cpu/matmul_x86_gemv-inl.h"
 #include "kernels/cpu/matmul_x86_gemv_mxfp4-inl.h"
+#include "kernels/cpu/matmul_x86_lanes-inl.h"
 #endif
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of n: decode kQuantRowTile rows at a
@@ -482,7 +483,8 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 // the token-group tiles when the activations come interleaved (AVX3_DL batches), otherwise
 // kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
 // and up to GemvMaxTokens tokens (decode; a mixture of experts' experts) of the kHasGemv
-// formats to GemvRows, which read the blocks in place.
+// formats to GemvRows, which read the blocks in place; up to LanesMaxTokens (a batched decode
+// step's dense matrices) of the kHasLanes formats to LanesRows.
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -499,6 +501,9 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
         return GemvRows<kType>(w, act, n, y, row_begin, row_end);
       }
     }
+  }
+  if constexpr (kHasLanes<kType>) {
+    if (n <= LanesMaxTokens(kType)) return LanesRows<kType>(w, act, y, row_begin, row_end, t_begin, t_end);
   }
 #endif
   const int64_t cols = w.cols;

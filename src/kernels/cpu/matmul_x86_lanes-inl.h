@@ -1,0 +1,302 @@
+// Lanes rows: 13 to kLanesMaxTokens tokens of Q4_K and Q6_K weights on AVX-512 VNNI
+// without AMX (a batched decode step's dense matrices: 16 sequences). Textually included by
+// matmul_x86_quant-inl.h for the AVX3_DL target only, after matmul_x86_gemv-inl.h, whose 16-row
+// machinery (GemvRowSet, TransposeRowWords, LaneRow, BroadcastCodes) it reuses; see matmul.h for
+// the scheme.
+//
+// The token-group tiles (matmul_x86_vnni-inl.h) first decode 4 rows into a buffer and multiply
+// per 32-value sub-block with a vpmulld per row and group: at 16 tokens the decoding and that
+// bookkeeping cost more than the products. Here, as in GemvTileQ4KLanes, lane j of a register
+// holds row LaneRow(j) of a 16-row tile from the start: per block, the 16 rows' bytes are
+// transposed once (TransposeRowWords) into the block's values in lane order (F::Block: 4 values
+// of one row per 32-bit lane, as u8), kept in L1 while passes of up to F::kPass tokens run over
+// them; each token adds, per 4 values, its 4 codes broadcast times the lane's 4 values (dpbusd)
+// and so forms each row's exact integers with no reduction across lanes:
+//   Q4_K: 16 I_b = sum_s (16 sc_s) (sum lo a) + sc_s (sum 16 hi a) over the 8 sub-blocks of 32
+//         (low nibbles & 0x0F, high nibbles & 0xF0 unshifted), I_b = 16 I_b >> 4, and
+//         M_b = sum_j m_j S_j by 4 dpwssd of the rows' int16 min pairs, as GemvTileQ4KLanes;
+//   Q6_K: I_b = sum_s sc_s (-32 S_s + sum (q + 32) a) over the 16 sub-blocks of 16 (vpmulld).
+// Then per token the scheme's f32 chain, block after block: acc = fma(d_b * dx_b, float(I_b),
+// acc) [, fma(dmin_b * dx_b, float(M_b), acc)] with acc one lane per row. The integers are the
+// exact ones every path forms and the chain is the scheme's, so a token's y is the same alone,
+// in any batch, pass or path. The per-token corrections (-32 S_s, the int16 pairs of S_j) are
+// formed once per call (F::Corrections).
+//
+// Another format joins with a Lanes<Format> struct (Block, Load, Pass, Corrections), a case in
+// LanesFormat and its limit in LanesMaxTokens.
+
+// Most tokens one call of the lanes rows takes (the accumulators of a tile live on the stack).
+inline constexpr int kLanesMaxTokens = 32;
+
+// Batches of GemvMaxTokens(t) + 1 to LanesMaxTokens(t) tokens of format t take the lanes rows
+// when the AMX tiles do not (AVX-512 VNNI CPUs without AMX: AMD Zen 4 / 5); 0: t has none.
+constexpr int LanesMaxTokens(tensor::DType t) {
+  using tensor::DType;
+  return t == DType::kQ4_K || t == DType::kQ6_K ? kLanesMaxTokens : 0;
+}
+template <tensor::DType kType>
+inline constexpr bool kHasLanes = LanesMaxTokens(kType) > 0;
+
+// The tokens of one call: codes, block scales (GemvTokens, first token t_begin) and each token's
+// integer corrections, F::kCorrections int32 per block.
+struct LanesTokens {
+  GemvTokens tok;
+  const int32_t* corr;
+  int64_t corr_stride;  // int32 per token: blocks * F::kCorrections
+
+  const int32_t* Corr(int t, int64_t b, int per_block) const {
+    return corr + t * corr_stride + b * per_block;
+  }
+};
+
+// The f16 in the low (shift 0) or high (16) half of the word at block0 + each row's offset, in
+// lane order (lane j: row LaneRow(j)), widened exactly.
+KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
+                                                      const uint8_t* block0, int shift) {
+  alignas(64) int32_t lane_row[kGemvRows];
+  for (int j = 0; j < kGemvRows; ++j) lane_row[j] = LaneRow(j);
+  return _mm512_permutexvar_ps(_mm512_load_si512(lane_row), GatherHalf(set, block0, shift));
+}
+
+// Asks for kLines cache lines from block byte `offset` of each of the next tile's 16 rows.
+template <int kLines>
+HWY_INLINE void PrefetchNextTileRows(const GemvRowSet& set, int64_t offset, int64_t row_bytes) {
+  for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<kLines>(set.rows[i] + offset, row_bytes);
+}
+
+// ---- Q4_K: f16 d, f16 dmin, scales[12], qs[128] ----
+struct LanesQ4K {
+  static constexpr int64_t kBytes = 144;
+  static constexpr int kBlock = 256;
+  static constexpr int kPass = 6;
+  static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
+  struct Block {
+    // [c][h][w][0]: low nibbles (& 0x0F) of qs word 4 (8 c + 4 h + w) .. of each lane's row:
+    // values 16 h + 4 w .. + 3 of sub-block 2 c; [1]: its high nibbles (& 0xF0), sub-block 2 c + 1.
+    __m512i nib[4][2][4][2];
+    __m512i scale[8];      // sc_s, times 16 for even s (the low nibbles' sub-blocks)
+    __m512i min_pairs[4];  // m_{2p} | m_{2p + 1} << 16
+    __m512 d, dmin;        // d_b, -dmin_b
+  };
+
+  KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
+                                                  int64_t b, int64_t row_bytes, Block& blk) {
+    (void)row0;
+    constexpr int64_t kQs = 16;
+    const int64_t block = kBytes * b;
+    PrefetchNextTileRows<3>(set, block, row_bytes);
+    __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
+    TransposeRowWords(set, block, head);
+    Q4KLaneScales(head[1], head[3], blk.scale);
+    blk.d = HalfOfWords(head[0], 0);
+    blk.dmin = NegatedDmin(head[0]);
+    Q4KMinPairs(head[2], head[3], BytePairIndex(0), BytePairIndex(2), blk.min_pairs);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), high4 = _mm512_set1_epi8(static_cast<char>(0xF0));
+    for (int c = 0; c < 4; ++c) {
+      for (int h = 0; h < 2; ++h) {
+        __m512i raw[4];
+        TransposeRowWords(set, block + kQs + 32 * c + 16 * h, raw);
+        for (int w = 0; w < 4; ++w) {
+          blk.nib[c][h][w][0] = _mm512_and_si512(raw[w], low4);
+          blk.nib[c][h][w][1] = _mm512_and_si512(raw[w], high4);
+        }
+      }
+    }
+  }
+
+  static void Corrections(const int16_t* sums, int64_t blocks, int32_t* corr) {
+    for (int64_t b = 0; b < blocks; ++b) {
+      const int16_t* s = sums + 16 * b;
+      for (int p = 0; p < 4; ++p) {
+        // |S_j| <= 32 * 127 fits int16
+        const int32_t lo = s[4 * p] + s[4 * p + 1], hi = s[4 * p + 2] + s[4 * p + 3];
+        corr[4 * b + p] = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint16_t>(lo)) |
+                                               static_cast<uint32_t>(hi) << 16);
+      }
+    }
+  }
+
+  template <int P>
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block& blk, const LanesTokens& lt,
+                                                    int64_t b, int t0, __m512* acc) {
+    __m512i sum16[P];  // 16 I_b
+    for (int t = 0; t < P; ++t) sum16[t] = _mm512_setzero_si512();
+    for (int c = 0; c < 4; ++c) {  // sub-blocks 2 c (low nibbles), 2 c + 1 (high)
+      __m512i s_lo[P], s_hi[P];
+      for (int t = 0; t < P; ++t) s_lo[t] = s_hi[t] = _mm512_setzero_si512();
+      for (int h = 0; h < 2; ++h) {
+        for (int w = 0; w < 4; ++w) {
+          const __m512i lo = blk.nib[c][h][w][0], hi = blk.nib[c][h][w][1];
+          for (int t = 0; t < P; ++t) {
+            const int8_t* a = lt.tok.Q(t0 + t) + 256 * b + 64 * c + 16 * h + 4 * w;
+            s_lo[t] = _mm512_dpbusd_epi32(s_lo[t], lo, BroadcastCodes(a));
+            s_hi[t] = _mm512_dpbusd_epi32(s_hi[t], hi, BroadcastCodes(a + 32));
+          }
+        }
+      }
+      for (int t = 0; t < P; ++t) {
+        sum16[t] = _mm512_add_epi32(
+            sum16[t], _mm512_add_epi32(_mm512_mullo_epi32(s_lo[t], blk.scale[2 * c]),
+                                       _mm512_mullo_epi32(s_hi[t], blk.scale[2 * c + 1])));
+      }
+    }
+    for (int t = 0; t < P; ++t) {
+      const int32_t* pairs = lt.Corr(t0 + t, b, kCorrections);
+      __m512i mins = _mm512_setzero_si512();
+      for (int p = 0; p < 4; ++p) {
+        mins = _mm512_dpwssd_epi32(mins, blk.min_pairs[p], _mm512_set1_epi32(pairs[p]));
+      }
+      const __m512i ints = _mm512_srai_epi32(sum16[t], 4);
+      const __m512 xv = _mm512_set1_ps(lt.tok.Dx(t0 + t)[b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.d, xv), _mm512_cvtepi32_ps(ints), acc[t]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.dmin, xv), _mm512_cvtepi32_ps(mins), acc[t]);
+    }
+  }
+};
+
+// ---- Q6_K: ql[128], qh[64], scales[16] (int8), f16 d ----
+// Value 128 h + 32 k + l (h < 2, k < 4, l < 32) has its low 4 bits in ql[64 h + 32 (k % 2) + l]
+// (low nibble for k < 2, high for k >= 2) and its high 2 bits at bits 2k .. 2k + 1 of
+// qh[32 h + l]; sub-block s = value / 16 has scale sc_s (tensor/quant_ints.h).
+struct LanesQ6K {
+  static constexpr int64_t kBytes = 210;
+  static constexpr int kBlock = 256;
+  static constexpr int kPass = 8;
+  static constexpr int kCorrections = 16;  // -32 S_s, s < 16
+  struct Block {
+    __m512i u[64];      // word k: values 4k .. 4k + 3 of each lane's row, as u = q + 32
+    __m512i scale[16];  // sc_s as int32
+    __m512 d;
+  };
+
+  KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
+                                                  int64_t b, int64_t row_bytes, Block& blk) {
+    const int64_t block = kBytes * b;
+    PrefetchNextTileRows<4>(set, block, row_bytes);
+    const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
+    for (int h = 0; h < 2; ++h) {
+      __m512i ql[4][4], qh[2][4];  // [16-byte group][word]
+      for (int m = 0; m < 4; ++m) TransposeRowWords(set, block + 64 * h + 16 * m, ql[m]);
+      for (int m = 0; m < 2; ++m) TransposeRowWords(set, block + 128 + 32 * h + 16 * m, qh[m]);
+      for (int j = 0; j < 8; ++j) {  // values l = 4 j .. 4 j + 3 of each 32
+        const __m512i a = ql[j / 4][j % 4], c = ql[2 + j / 4][j % 4], hb = qh[j / 4][j % 4];
+        // u = (low bits & 0x0F..) | (high bits at 4-5 & 0x30..): ternary logic 0xF8 is a | (b & c)
+        auto make = [&](__m512i lo, __m512i high_at_45) HWY_ATTR {
+          return _mm512_ternarylogic_epi32(_mm512_and_si512(lo, low4), high_at_45, bits45, 0xF8);
+        };
+        blk.u[32 * h + j] = make(a, _mm512_slli_epi32(hb, 4));
+        blk.u[32 * h + 8 + j] = make(c, _mm512_slli_epi32(hb, 2));
+        blk.u[32 * h + 16 + j] = make(_mm512_srli_epi32(a, 4), hb);
+        blk.u[32 * h + 24 + j] = make(_mm512_srli_epi32(c, 4), _mm512_srli_epi32(hb, 2));
+      }
+    }
+    __m512i sc[4];  // word w: sc_{4w .. 4w + 3}
+    TransposeRowWords(set, block + 192, sc);
+    for (int s = 0; s < 16; ++s) {
+      blk.scale[s] = _mm512_srai_epi32(
+          _mm512_slli_epi32(sc[s / 4], static_cast<unsigned>(24 - 8 * (s % 4))), 24);
+    }
+    // d is bytes 208-209: the high half of the word at 206, inside the block.
+    blk.d = GatherHalfLanes(set, row0 + block + 206, 16);
+  }
+
+  static void Corrections(const int16_t* sums, int64_t blocks, int32_t* corr) {
+    for (int64_t s = 0; s < 16 * blocks; ++s) corr[s] = -32 * int32_t{sums[s]};
+  }
+
+  template <int P>
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block& blk, const LanesTokens& lt,
+                                                    int64_t b, int t0, __m512* acc) {
+    __m512i ints[P];
+    for (int t = 0; t < P; ++t) ints[t] = _mm512_setzero_si512();
+    for (int s = 0; s < 16; ++s) {
+      __m512i p[P];  // -32 S_s + sum u a = sum q a over the sub-block (|.| <= 16 * 32 * 127)
+      for (int t = 0; t < P; ++t) p[t] = _mm512_set1_epi32(lt.Corr(t0 + t, b, kCorrections)[s]);
+      for (int k = 0; k < 4; ++k) {
+        const __m512i u = blk.u[4 * s + k];
+        for (int t = 0; t < P; ++t) {
+          p[t] = _mm512_dpbusd_epi32(p[t], u, BroadcastCodes(lt.tok.Q(t0 + t) + 256 * b + 16 * s + 4 * k));
+        }
+      }
+      for (int t = 0; t < P; ++t) ints[t] = _mm512_add_epi32(ints[t], _mm512_mullo_epi32(p[t], blk.scale[s]));
+    }
+    for (int t = 0; t < P; ++t) {
+      const __m512 xv = _mm512_set1_ps(lt.tok.Dx(t0 + t)[b]);
+      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.d, xv), _mm512_cvtepi32_ps(ints[t]), acc[t]);
+    }
+  }
+};
+
+template <tensor::DType kType>
+struct LanesFormat;
+template <>
+struct LanesFormat<tensor::DType::kQ4_K> : LanesQ4K {};
+template <>
+struct LanesFormat<tensor::DType::kQ6_K> : LanesQ6K {};
+
+// Pass<1> .. Pass<F::kPass>, by token count - 1.
+template <typename F, size_t... kIdx>
+constexpr auto LanesPassTable(std::index_sequence<kIdx...>) {
+  using PassFn = void (*)(const typename F::Block&, const LanesTokens&, int64_t, int, __m512*);
+  return std::array<PassFn, sizeof...(kIdx)>{&F::template Pass<static_cast<int>(kIdx) + 1>...};
+}
+
+// y[t, i] for tokens t < n (n <= kLanesMaxTokens) of lt and rows i < num_rows of the 16 rows from
+// row0 (row_bytes apart): block after block, the rows' block in lane order once, then passes of
+// at most F::kPass tokens, as even as the count allows (13 tokens: 6 + 7).
+template <typename F>
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row_bytes,
+                                                int num_rows, int64_t blocks, const LanesTokens& lt,
+                                                int n, float* y, int64_t y_stride) {
+  static constexpr auto kPasses = LanesPassTable<F>(std::make_index_sequence<F::kPass>());
+  const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  const int num_passes = (n + F::kPass - 1) / F::kPass;
+  __m512 acc[kLanesMaxTokens];
+  for (int t = 0; t < n; ++t) acc[t] = _mm512_setzero_ps();
+  typename F::Block blk;
+  for (int64_t b = 0; b < blocks; ++b) {
+    F::Load(set, row0, b, row_bytes, blk);
+    for (int p = 0, t0 = 0; p < num_passes; ++p) {
+      const int count = (n - t0) / (num_passes - p);
+      kPasses[count - 1](blk, lt, b, t0, acc + t0);
+      t0 += count;
+    }
+  }
+  alignas(64) int32_t lane_row[kGemvRows];
+  for (int j = 0; j < kGemvRows; ++j) lane_row[j] = LaneRow(j);
+  const __m512i to_rows = _mm512_load_si512(lane_row);
+  const auto mask = static_cast<__mmask16>((1u << num_rows) - 1);
+  for (int t = 0; t < n; ++t) {
+    _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_permutexvar_ps(to_rows, acc[t]));
+  }
+}
+
+// Rows [row_begin, row_end) x tokens [t_begin, t_end) (at most kLanesMaxTokens) of a kHasLanes
+// format, 16 rows at a time. The corrections go to a per-thread buffer that grows, never shrinks.
+template <tensor::DType kType>
+KVSERVE_MATMUL_VNNI void LanesRows(const WeightMatrix& w, const internal::QuantActivations& act,
+                                   float* y, int64_t row_begin, int64_t row_end, int64_t t_begin,
+                                   int64_t t_end) {
+  using F = LanesFormat<kType>;
+  const int64_t cols = w.cols, blocks = cols / F::kBlock;
+  const int n = static_cast<int>(t_end - t_begin);
+  thread_local std::vector<int32_t> corrections;
+  const int64_t corr_stride = blocks * F::kCorrections;
+  if (corrections.size() < static_cast<size_t>(n * corr_stride)) {
+    corrections.resize(static_cast<size_t>(n * corr_stride));
+  }
+  for (int t = 0; t < n; ++t) {
+    F::Corrections(act.sums + (t_begin + t) * (cols / 16), blocks,
+                   corrections.data() + t * corr_stride);
+  }
+  const LanesTokens lt{{act.q + t_begin * cols, act.d + t_begin * blocks,
+                        act.sums + t_begin * (cols / 16), cols, blocks},
+                       corrections.data(), corr_stride};
+  const int64_t row_bytes = tensor::RowBytes(kType, cols);
+  const auto* base = static_cast<const uint8_t*>(w.data);
+  for (int64_t r = row_begin; r < row_end; r += kGemvRows) {
+    const int num_rows = static_cast<int>(std::min<int64_t>(kGemvRows, row_end - r));
+    LanesTile<F>(base + r * row_bytes, row_bytes, num_rows, blocks, lt, n,
+                 y + t_begin * w.rows + r, w.rows);
+  }
+}
