@@ -129,7 +129,7 @@ BENCHMARK(BM_MatMul)
     ->UseRealTime();
 
 // A batched decode step's dense matrices (Q8_0, Q4_K, Q6_K; 2048 x 1024) from 12 tokens (the gemv
-// rows) through the lanes rows of CPUs without AMX (13-32) to the token-group tiles.
+// rows) through the lanes rows of CPUs without AMX (13-64).
 BENCHMARK(BM_MatMul)
     ->ArgsProduct({{3, 5, 7}, {2048}, {1024}, {12, 13, 16, 24, 32, 48, 64}})
     ->Unit(benchmark::kMicrosecond)

@@ -482,13 +482,13 @@ TEST(MatMulTest, FewTokensBitIdenticalToPortableAndAlone) {
   }
 }
 
-// A batched decode step's dense matrices (16 sequences; up to 32 tokens): every n from 13 to 33
-// (the lanes rows of Q4_K and Q6_K on AVX-512 VNNI without AMX, in passes of up to 8 tokens; AMX,
+// A batched decode step's dense matrices (16 sequences; up to 64 tokens): n from 13 to 65 (the
+// lanes rows of Q4_K and Q6_K on AVX-512 VNNI without AMX, in passes of up to 8 tokens; AMX,
 // or the token-group tiles), every integer format, row counts around the 16-row tiles (a
 // short last tile) and three or more blocks, so that a change in the per-block f32 chain changes
 // bits; y[t, r] equals the portable oracle and the token alone, with 1 and 3 threads. Q8_0, Q4_K
 // and Q6_K also get raw random blocks (every code, scale and min), and a matrix wide enough that
-// the tokens come in two chunks (ChunkTokens: 16 tokens of 8448 columns).
+// the tokens come in two chunks (ChunkTokens: 16 tokens of 8448 columns: 40 tokens in three).
 TEST(MatMulTest, LanesTokensBitIdenticalToPortableAndAlone) {
   uint32_t seed = 4100;
   for (DType dtype : kAllTypes) {
@@ -510,7 +510,7 @@ TEST(MatMulTest, LanesTokensBitIdenticalToPortableAndAlone) {
         RandomizeKBlocks(w, ++seed);
       }
       const std::vector<int64_t> counts =
-          cols == 8448 ? std::vector<int64_t>{20, 32} : std::vector<int64_t>{13, 14, 15, 16, 17, 19, 24, 31, 32, 33};
+          cols == 8448 ? std::vector<int64_t>{20, 40} : std::vector<int64_t>{13, 14, 15, 16, 17, 19, 24, 31, 32, 33, 48, 64, 65};
       for (int64_t n : counts) {
         SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " rows=" + std::to_string(rows) +
                      " cols=" + std::to_string(cols) + (raw ? " raw" : "") +

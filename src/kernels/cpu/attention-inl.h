@@ -48,6 +48,11 @@ HWY_INLINE VF Fma(VF a, VF b, VF c) { return ExactFma(DF(), a, b, c); }
 // AttentionExp (attention_exp.h) lane by lane.
 HWY_INLINE VF Exp(VF x) { return AttentionExpLanes(DF(), x); }
 
+// kN values of a K/V row: f32 tile rows, or F16 rows of the cache read in place (widened
+// exactly, as ConvertChunk widens them: the same floats either way).
+HWY_INLINE VF LoadKv(const float* p) { return hn::LoadU(DF(), p); }
+HWY_INLINE VF LoadKv(const uint16_t* p) { return HalvesToFloats(reinterpret_cast<const uint8_t*>(p)); }
+
 HWY_INLINE float ExpScalar(float x) {
   return hn::GetLane(Exp(hn::Set(DF(), x)));
 }
@@ -129,20 +134,24 @@ HWY_INLINE __m512 SumKeyLanes(const __m512* lanes) {
 // Scores (below) of kQ queries over the 16 keys at once: tiles of kQ queries x 4 keys share
 // each load of a query and a key; each (query, key)'s 16 lane sums go through memory to
 // SumKeyLanes. The same operations per (query, key), so the same bits.
-template <int kQ>
-HWY_INLINE void ScoresTiled(const float* const* q, const float* keys, int padded_hd, float scale,
+template <int kQ, typename T>
+HWY_INLINE void ScoresTiled(const float* const* q, const T* keys, int padded_hd, float scale,
                             VF (*s)[kVecs]) {
   alignas(64) float lanes[kQ][kChunk][kLanes];  // [query][slot of SumKeyLanes][lane]
   for (int g = 0; g < kChunk / 4; ++g) {        // keys 4g .. 4g + 3
-    const float* k0 = keys + static_cast<int64_t>(4 * g) * padded_hd;
+    const T* k0 = keys + static_cast<int64_t>(4 * g) * padded_hd;
     __m512 acc[kQ][4];
-    for (int i = 0; i < kQ; ++i) {
-      const __m512 qv = _mm512_loadu_ps(q[i]);
-      for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_mul_ps(qv, _mm512_loadu_ps(k0 + k * padded_hd));
+    {
+      __m512 kv[4];
+      for (int k = 0; k < 4; ++k) kv[k] = LoadKv(k0 + k * padded_hd).raw;
+      for (int i = 0; i < kQ; ++i) {
+        const __m512 qv = _mm512_loadu_ps(q[i]);
+        for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_mul_ps(qv, kv[k]);
+      }
     }
     for (int c = kLanes; c < padded_hd; c += kLanes) {
       __m512 kv[4];
-      for (int k = 0; k < 4; ++k) kv[k] = _mm512_loadu_ps(k0 + k * padded_hd + c);
+      for (int k = 0; k < 4; ++k) kv[k] = LoadKv(k0 + k * padded_hd + c).raw;
       for (int i = 0; i < kQ; ++i) {
         const __m512 qv = _mm512_loadu_ps(q[i] + c);
         for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_fmadd_ps(qv, kv[k], acc[i][k]);
@@ -165,17 +174,17 @@ inline constexpr bool kTiledScores = false;
 // Scores s[j] = scale * dot(q, k_j) for the 16 keys of a tile (key j at keys + j * padded_hd),
 // as 16 logical lanes in s[0 .. kVecs). kDims: padded_hd when known at compile time (64, 128:
 // loops unrolled, q held in registers), else 0.
-template <int kDims>
-HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float scale, VF* s) {
+template <int kDims, typename T>
+HWY_INLINE void Scores(const float* q, const T* keys, int padded_hd, float scale, VF* s) {
   const DF d;
   if constexpr (kDims > 0) padded_hd = kDims;
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
   __m512 lanes[16];  // slot i: key (i % 4) * 4 + i / 4 (SumKeyLanes)
   for (int i = 0; i < 16; ++i) {
-    const float* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
-    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), _mm512_loadu_ps(k));
+    const T* k = keys + static_cast<int64_t>((i % 4) * 4 + i / 4) * padded_hd;
+    __m512 acc = _mm512_mul_ps(_mm512_loadu_ps(q), LoadKv(k).raw);
     for (int c = 16; c < padded_hd; c += 16) {
-      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), _mm512_loadu_ps(k + c), acc);
+      acc = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), LoadKv(k + c).raw, acc);
     }
     lanes[i] = acc;
   }
@@ -183,12 +192,12 @@ HWY_INLINE void Scores(const float* q, const float* keys, int padded_hd, float s
 #else
   HWY_ALIGN float dots[kLanes];
   for (int j = 0; j < kChunk; ++j) {
-    const float* k = keys + static_cast<int64_t>(j) * padded_hd;
+    const T* k = keys + static_cast<int64_t>(j) * padded_hd;
     HWY_ALIGN float lanes[kLanes];
     for (int v = 0; v < kVecs; ++v) {
-      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), hn::LoadU(d, k + v * kN));
+      VF acc = hn::Mul(hn::LoadU(d, q + v * kN), LoadKv(k + v * kN));
       for (int c = kLanes; c < padded_hd; c += kLanes) {
-        acc = Fma(hn::LoadU(d, q + c + v * kN), hn::LoadU(d, k + c + v * kN), acc);
+        acc = Fma(hn::LoadU(d, q + c + v * kN), LoadKv(k + c + v * kN), acc);
       }
       hn::Store(acc, d, lanes + v * kN);
     }
@@ -249,8 +258,8 @@ HWY_INLINE void SoftCap(float softcap, VF* s) {
 
 // For each of kQ queries i: acc_i[0, kV * kN) = acc_i * alpha_i (unless alpha_i == 1), then
 // acc_i += p_i[j] * values[j] for j in [a, b). The queries share each load of a value row.
-template <int kQ, int kV>
-HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* values,
+template <int kQ, int kV, typename T>
+HWY_INLINE void AccumulateValues(float* const* acc, int offset, const T* values,
                                  int padded_hd, const float (*p)[kLanes], const float* alpha,
                                  int a, int b) {
   const DF d;
@@ -262,9 +271,9 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
     }
   }
   for (int j = a; j < b; ++j) {
-    const float* row = values + static_cast<int64_t>(j) * padded_hd + offset;
+    const T* row = values + static_cast<int64_t>(j) * padded_hd + offset;
     VF value[kV];
-    for (int v = 0; v < kV; ++v) value[v] = hn::LoadU(d, row + v * kN);
+    for (int v = 0; v < kV; ++v) value[v] = LoadKv(row + v * kN);
     for (int i = 0; i < kQ; ++i) {
       const VF pj = hn::Set(d, p[i][j]);
       for (int v = 0; v < kV; ++v) sum[i][v] = Fma(pj, value[v], sum[i][v]);
@@ -280,9 +289,9 @@ HWY_INLINE void AccumulateValues(float* const* acc, int offset, const float* val
 // padded_hd apart; kt: its keys transposed (TransposeKeys), or null to read the rows;
 // softcap > 0 soft-caps the scores; padded_vd > 0: only acc[0, padded_vd) accumulates values
 // (internal::PaddedValueDim), else all padded_hd.
-template <int kQ>
-HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const float* keys,
-                             const float* kt, const float* values, int padded_hd, float scale,
+template <int kQ, typename T>
+HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const T* keys,
+                             const float* kt, const T* values, int padded_hd, float scale,
                              int a, int b, float softcap = 0.0f, int padded_vd = 0) {
   const DF d;
   const hn::RebindToSigned<DF> di;

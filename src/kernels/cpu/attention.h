@@ -42,6 +42,9 @@
 // range of partitions). A tile converts each 16-key chunk of a kv head's K/V to f32 once and
 // reuses it for all its rows and all query heads of the kv head (GQA); K and V that are the
 // same rows (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K.
+// On AVX-512, a kv head whose chunk is read by at most 4 queries (a decode, GQA groups up to
+// 4) reads F16 K/V of whole-head segments in place instead, widening each value as it is
+// used (the same floats as the tile: the same bits).
 // Queries of a kv head that see the same keys of a chunk share its loads: on AVX-512 up to 4
 // of them compute their scores together in register tiles of 4 keys; on other targets an item
 // with at least 4 queries of a kv head transposes the chunk's keys once, so that its scores are

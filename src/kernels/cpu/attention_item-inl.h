@@ -15,6 +15,11 @@ namespace kvserve::kernels::HWY_NAMESPACE {
 
 constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the one computed
 constexpr int kTransposeMinQueries = 4;  // queries of an item from which key tiles are transposed
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+constexpr bool kInPlaceKv = true;  // F16 K/V read in place (AttendItem) on AVX-512
+#else
+constexpr bool kInPlaceKv = false;
+#endif
 
 // Queries (r, j) of an item (row r of the tile, query head j of the item's kv heads: kv head
 // kv_head + j / group, query head (kv_head * group + j) of the row) are numbered
@@ -80,10 +85,11 @@ HWY_INLINE void FoldSplit(const internal::AttentionCall& c, const AttentionScrat
 // Runs the queries of one kv head (its item queries first_query + r * per_row + g, g < group)
 // through the chunk at c0, visible keys [lo, hi), in fours of the same visible keys [a, b)
 // (all of a row's GQA group, and all rows whose window covers the chunk, share them).
+template <typename T>
 HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t, float* states, int first_query,
-                           const float* kt, const float* values, int32_t c0, int32_t lo,
-                           int32_t hi) {
+                           const T* keys, const float* kt, const T* values, int32_t c0,
+                           int32_t lo, int32_t hi) {
   const AttentionShape& shape = *c.shape;
   const int group = shape.num_heads / shape.num_kv_heads;
   const int per_row = item.heads * group;
@@ -98,10 +104,10 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   int batch_a = 0, batch_b = 0;
   auto flush = [&] {
     switch (n) {
-      case 4: UpdateChunks<4>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
-      case 3: UpdateChunks<3>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
-      case 2: UpdateChunks<2>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
-      case 1: UpdateChunks<1>(qs, ss, t.key_rows, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 4: UpdateChunks<4>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 3: UpdateChunks<3>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 2: UpdateChunks<2>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
+      case 1: UpdateChunks<1>(qs, ss, keys, kt, values, padded_hd, shape.scale, batch_a, batch_b, softcap, padded_vd); break;
       default: break;
     }
     n = 0;
@@ -127,8 +133,9 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
 // One work item: every query of kv heads [item.kv_head, + item.heads) for item.count
 // consecutive rows, over partitions [part_begin, part_end). Chunk by chunk, head by head (the
 // order the K/V lie in a head-major block); each head's chunk of K/V is converted once for
-// all its queries. (Converting K and V in one pass keeps more of their cache misses in flight
-// than reading F16 in place in the scores and the values: measured slower for decodes.)
+// all its queries, unless at most 4 queries read it (a decode's GQA group): then F16 K/V are
+// read in place on AVX-512 (measured faster on AMD Zen 5, docs/PERFORMANCE.md; on last
+// session's Intel Xeon the conversion pass was faster while K/V streamed from memory).
 HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                            AttentionScratch::Thread& t) {
   const AttentionShape& shape = *c.shape;
@@ -168,6 +175,13 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   // K and V the same rows (MLA's latent, kernels/cpu/mla_attention.h): converted once.
   const bool shared_kv = kv.layers[c.layer].v_base == kv.layers[c.layer].k_base;
   float* values = shared_kv ? t.key_rows : t.values;
+  // F16 K/V of whole-head segments read in place, with no f32 tile, when every query of a
+  // head's chunk is in one UpdateChunks call (at most 4: each K/V value is widened once
+  // either way). A chunk lies in one block (block_size a multiple of 16); its slots outside
+  // [lo, hi) are read too, but their scores are masked and their values never used.
+  const bool in_place = kInPlaceKv && kv.dtype == tensor::DType::kF16 &&
+                        kv.segment_elems == hd && padded_hd == hd &&
+                        kv.block_size % kChunk == 0 && item.count * group <= 4;
   if (!split) ResetStates(t.total, queries, sf, padded_hd);
   int64_t step = 0;
   for (int32_t part = item.part_begin; part < item.part_end; ++part) {
@@ -183,10 +197,22 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
       for (int h = 0; h < item.heads; ++h, ++step) {
         const int head = item.kv_head + h;
         prefetch(step + kPrefetchChunks);
+        if constexpr (kInPlaceKv) {
+          if (in_place) {
+            const int32_t block = seq.block_table[c0 / kv.block_size];
+            const int slot = c0 % kv.block_size;
+            UpdateHead(c, item, t, states, h * group,
+                       reinterpret_cast<const uint16_t*>(kv.KSegment(c.layer, block, slot, head)),
+                       nullptr,
+                       reinterpret_cast<const uint16_t*>(kv.VSegment(c.layer, block, slot, head)),
+                       c0, lo, hi);
+            continue;
+          }
+        }
         ConvertChunk(kv, c.layer, seq.block_table, head, hd, padded_hd, c0, lo, hi, t.key_rows,
                      shared_kv ? nullptr : t.values, t.staging);
         if (kt != nullptr) TransposeKeys(t.key_rows, padded_hd, hd, t.keys);
-        UpdateHead(c, item, t, states, h * group, kt, values, c0, lo, hi);
+        UpdateHead<float>(c, item, t, states, h * group, t.key_rows, kt, values, c0, lo, hi);
       }
     }
     if (split) continue;

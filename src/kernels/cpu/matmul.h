@@ -42,7 +42,7 @@
 // On AVX-512 VNNI, calls of up to 12 tokens (8 for Q8_0) with Q8_0, Q4_K, Q5_K or Q6_K weights
 // read the weight blocks in place, once for all tokens (kernels/cpu/matmul_x86_gemv-inl.h: decode
 // steps, and a mixture of experts' experts in a batched step); on a CPU without AMX, calls of 13
-// to 32 tokens with Q4_K or Q6_K weights transpose each block of 16 rows once into one row per
+// to 64 tokens with Q4_K or Q6_K weights transpose each block of 16 rows once into one row per
 // lane and run the tokens over it (kernels/cpu/matmul_x86_lanes-inl.h: a batched decode step's
 // dense matrices).
 // Batches (n >= 16; Q4_K and Q6_K from 10 tokens, ahead of those VNNI rows) of integer

@@ -1,5 +1,7 @@
 // Lanes rows: 13 to kLanesMaxTokens tokens of Q4_K and Q6_K weights on AVX-512 VNNI
-// without AMX (a batched decode step's dense matrices: 16 sequences). Textually included by
+// without AMX (a batched decode step's dense matrices: 16 sequences; measured on AMD Zen 5 against
+// the token-group tiles, docs/PERFORMANCE.md: 1.7-2.3x at 13-32 tokens of 2048 x 1024, 1.4-1.6x
+// at 48-64). Textually included by
 // matmul_x86_quant-inl.h for the AVX3_DL target only, after matmul_x86_gemv-inl.h, whose 16-row
 // machinery (GemvRowSet, TransposeRowWords, LaneRow, BroadcastCodes) it reuses; see matmul.h for
 // the scheme.
@@ -26,7 +28,7 @@
 // LanesFormat and its limit in LanesMaxTokens.
 
 // Most tokens one call of the lanes rows takes (the accumulators of a tile live on the stack).
-inline constexpr int kLanesMaxTokens = 32;
+inline constexpr int kLanesMaxTokens = 64;
 
 // Batches of GemvMaxTokens(t) + 1 to LanesMaxTokens(t) tokens of format t take the lanes rows
 // when the AMX tiles do not (AVX-512 VNNI CPUs without AMX: AMD Zen 4 / 5); 0: t has none.
