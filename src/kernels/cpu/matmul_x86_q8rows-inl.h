@@ -37,15 +37,17 @@ struct Q8Groups {
   const int32_t* sums[G];
 };
 
-// y[t, r] for the R rows rows[r] and the 16 G tokens of groups (group g: tokens t0 + 16 g ..,
-// those < t_end stored); rows r >= num_rows are computed (from valid rows) and not stored.
-// prefetch_distance: bytes from each row to the row read a tile later (asked for, block by
-// block), or 0 for none.
+// y[t, r] for the R rows from row0 (row_bytes apart) and the 16 G tokens of groups (group g:
+// tokens t0 + 16 g .., those < t_end stored); rows r >= num_rows are computed (from row 0) and
+// not stored. prefetch_distance: bytes from each row to the row read a tile later (asked for,
+// block by block), or 0 for none.
 template <int R, int G>
-KVSERVE_MATMUL_VNNI HWY_NOINLINE void Q8Tile(const uint8_t* const (&rows)[R], int num_rows,
+KVSERVE_MATMUL_VNNI HWY_NOINLINE void Q8Tile(const uint8_t* row0, int64_t row_bytes, int num_rows,
                                              int64_t blocks, const Q8Groups<G>& groups,
                                              int64_t t0, int64_t t_end, int64_t prefetch_distance,
                                              float* y, int64_t y_stride) {
+  const uint8_t* rows[R];
+  for (int r = 0; r < R; ++r) rows[r] = row0 + (r < num_rows ? r : 0) * row_bytes;
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(0x80));
   __m512 acc[R][G];
   // Unrolled: as a loop GCC turns the zeroing into a memset of a stack copy (rep stos: 7% of a
@@ -89,11 +91,17 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void Q8Tile(const uint8_t* const (&rows)[R], in
   alignas(64) float out[R][G][16];
   for (int r = 0; r < R; ++r)
     for (int g = 0; g < G; ++g) _mm512_store_ps(out[r][g], acc[r][g]);
-  for (int g = 0; g < G; ++g) {
+  for (int g = 0; g < G; ++g) {  // token by token: each token's rows are adjacent in y
     const int64_t first = t0 + 16 * g;
     const int count = static_cast<int>(std::min<int64_t>(16, t_end - first));
-    for (int r = 0; r < num_rows; ++r)
-      for (int j = 0; j < count; ++j) y[(first + j) * y_stride + r] = out[r][g][j];
+    for (int j = 0; j < count; ++j) {
+      float* yt = y + (first + j) * y_stride;
+      if (num_rows == R) {
+        for (int r = 0; r < R; ++r) yt[r] = out[r][g][j];
+      } else {
+        for (int r = 0; r < num_rows; ++r) yt[r] = out[r][g][j];
+      }
+    }
   }
 }
 
@@ -123,8 +131,7 @@ KVSERVE_MATMUL_VNNI inline void Q8Rows(const WeightMatrix& w, const internal::Qu
   const int64_t ahead = kQ8TileRows * row_bytes;
   for (int64_t r = row_begin; r < row_end; r += kQ8TileRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kQ8TileRows, row_end - r));
-    const uint8_t* rows[kQ8TileRows];
-    for (int i = 0; i < kQ8TileRows; ++i) rows[i] = base + (r + (i < num_rows ? i : 0)) * row_bytes;
+    const uint8_t* row0 = base + r * row_bytes;
     float* yr = y + r;
     for (int64_t g = g_begin; g < g_end;) {
       const int64_t distance = g == g_begin ? ahead : 0;
@@ -134,14 +141,13 @@ KVSERVE_MATMUL_VNNI inline void Q8Rows(const WeightMatrix& w, const internal::Qu
         for (int half = 0; half < 2; ++half) {
           const int sub_rows = std::clamp(num_rows - 4 * half, 0, 4);
           if (sub_rows == 0) break;
-          const uint8_t* sub[4];
-          for (int i = 0; i < 4; ++i) sub[i] = rows[4 * half + i];
-          Q8Tile<4, 2>(sub, sub_rows, blocks, groups, t0, t_end, distance, yr + 4 * half, w.rows);
+          Q8Tile<4, 2>(row0 + 4 * half * row_bytes, row_bytes, sub_rows, blocks, groups, t0, t_end,
+                       distance, yr + 4 * half, w.rows);
         }
         g += 2;
       } else {
-        Q8Tile<8, 1>(rows, num_rows, blocks, MakeQ8Groups<1>(act, layout, g), t0, t_end, distance,
-                     yr, w.rows);
+        Q8Tile<8, 1>(row0, row_bytes, num_rows, blocks, MakeQ8Groups<1>(act, layout, g), t0, t_end,
+                     distance, yr, w.rows);
         g += 1;
       }
     }
