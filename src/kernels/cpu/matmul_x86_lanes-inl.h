@@ -60,11 +60,6 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
   return _mm512_permutexvar_ps(_mm512_load_si512(lane_row), GatherHalf(set, block0, shift));
 }
 
-// Asks for kLines cache lines from block byte `offset` of each of the next tile's 16 rows.
-template <int kLines>
-HWY_INLINE void PrefetchNextTileRows(const GemvRowSet& set, int64_t offset, int64_t row_bytes) {
-  for (int i = 0; i < kGemvRows; ++i) PrefetchNextTile<kLines>(set.rows[i] + offset, row_bytes);
-}
 
 // ---- Q4_K: f16 d, f16 dmin, scales[12], qs[128] ----
 struct LanesQ4K {
@@ -82,11 +77,10 @@ struct LanesQ4K {
   };
 
   KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                  int64_t b, int64_t row_bytes, Block& blk) {
-    (void)row0;
+                                                  int64_t b, int64_t ahead, Block& blk) {
     constexpr int64_t kQs = 16;
     const int64_t block = kBytes * b;
-    PrefetchNextTileRows<3>(set, block, row_bytes);
+    PrefetchNextTileSlice<kBytes>(row0, ahead, b);
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
     Q4KLaneScales(head[1], head[3], blk.scale);
@@ -172,9 +166,9 @@ struct LanesQ6K {
   };
 
   KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                  int64_t b, int64_t row_bytes, Block& blk) {
+                                                  int64_t b, int64_t ahead, Block& blk) {
     const int64_t block = kBytes * b;
-    PrefetchNextTileRows<4>(set, block, row_bytes);
+    PrefetchNextTileSlice<kBytes>(row0, ahead, b);
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       __m512i ql[4][4], qh[2][4];  // [16-byte group][word]
@@ -255,9 +249,10 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
   const int num_passes = (n + F::kPass - 1) / F::kPass;
   __m512 acc[kLanesMaxTokens];
   for (int t = 0; t < n; ++t) acc[t] = _mm512_setzero_ps();
+  const int64_t ahead = NextTileDistance(row0, row_bytes);
   typename F::Block blk;
   for (int64_t b = 0; b < blocks; ++b) {
-    F::Load(set, row0, b, row_bytes, blk);
+    F::Load(set, row0, b, ahead, blk);
     for (int p = 0, t0 = 0; p < num_passes; ++p) {
       const int count = (n - t0) / (num_passes - p);
       kPasses[count - 1](blk, lt, b, t0, acc + t0);
@@ -296,6 +291,10 @@ KVSERVE_MATMUL_VNNI void LanesRows(const WeightMatrix& w, const internal::QuantA
                        corrections.data(), corr_stride};
   const int64_t row_bytes = tensor::RowBytes(kType, cols);
   const auto* base = static_cast<const uint8_t*>(w.data);
+  // The first tile was asked for by no earlier tile: ask for all of it at once rather than
+  // wait for its blocks one after another.
+  PrefetchSpan(base + row_begin * row_bytes,
+               base + std::min(row_end, row_begin + kGemvRows) * row_bytes);
   for (int64_t r = row_begin; r < row_end; r += kGemvRows) {
     const int num_rows = static_cast<int>(std::min<int64_t>(kGemvRows, row_end - r));
     LanesTile<F>(base + r * row_bytes, row_bytes, num_rows, blocks, lt, n,
