@@ -124,10 +124,11 @@ BENCHMARK(BM_MatMul)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 
-// The dense matrices of qwen3moe `small`'s 16-sequence decode step (attention projections in
-// Q4_K, the 32000 x 1024 output matrix in Q6_K), 16 tokens: the one-group AMX pipelines.
+// The dense matrices of the MoE `small` presets' 16-sequence decode step (attention projections
+// in Q4_K or Q8_0 (gpt-oss), the 32000 x 1024 output matrix in Q6_K or Q8_0), 16 tokens: the
+// one-group AMX pipelines, or without AMX the lanes rows (Q4_K, Q6_K) and the Q8_0 rows.
 BENCHMARK(BM_MatMul)
-    ->ArgsProduct({{5, 7}, {1024, 32000}, {1024}, {16}})
+    ->ArgsProduct({{3, 5, 7}, {1024, 32000}, {1024}, {16}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

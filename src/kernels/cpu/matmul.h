@@ -44,7 +44,9 @@
 // steps, and a mixture of experts' experts in a batched step); on a CPU without AMX, calls of 13
 // to 64 tokens with Q4_K or Q6_K weights transpose each block of 16 rows once into one row per
 // lane and run the tokens over it (kernels/cpu/matmul_x86_lanes-inl.h: a batched decode step's
-// dense matrices).
+// dense matrices), and calls of 9 to 64 tokens with Q8_0 weights broadcast each block's codes
+// straight from the weights over the token-interleaved activations, with no decoding pass
+// (kernels/cpu/matmul_x86_q8rows-inl.h: gpt-oss's dense matrices).
 // Batches (n >= 16; Q4_K and Q6_K from 10 tokens, ahead of those VNNI rows) of integer
 // formats on a CPU with AMX int8 (Sapphire Rapids and later; Linux grants the tile state per
 // process) run AMX tiles (kernels/cpu/matmul_x86_amx-inl.h; up to 16 tokens of Q4_K form I_b

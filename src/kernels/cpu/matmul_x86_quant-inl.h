@@ -476,6 +476,7 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 #include "kernels/cpu/matmul_x86_gemv-inl.h"
 #include "kernels/cpu/matmul_x86_gemv_mxfp4-inl.h"
 #include "kernels/cpu/matmul_x86_lanes-inl.h"
+#include "kernels/cpu/matmul_x86_q8rows-inl.h"
 #endif
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) of n: decode kQuantRowTile rows at a
@@ -484,7 +485,8 @@ HWY_INLINE void QuantTileT(int t_count, const DecodedRows& dec, int64_t cols, co
 // kQuantTokenTile tokens at a time. AVX3_DL batches on a CPU with AMX go to AmxRows instead,
 // and up to GemvMaxTokens tokens (decode; a mixture of experts' experts) of the kHasGemv
 // formats to GemvRows, which read the blocks in place; up to LanesMaxTokens (a batched decode
-// step's dense matrices) of the kHasLanes formats to LanesRows.
+// step's dense matrices) of the kHasLanes formats to LanesRows, and up to kQ8RowsMaxTokens of
+// Q8_0 to Q8Rows (the blocks read in place over the token groups).
 template <tensor::DType kType>
 void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int64_t n, float* y,
                int64_t row_begin, int64_t row_end, int64_t t_begin, int64_t t_end) {
@@ -504,6 +506,11 @@ void QuantRows(const WeightMatrix& w, const internal::QuantActivations& act, int
   }
   if constexpr (kHasLanes<kType>) {
     if (n <= LanesMaxTokens(kType)) return LanesRows<kType>(w, act, y, row_begin, row_end, t_begin, t_end);
+  }
+  if constexpr (kType == tensor::DType::kQ8_0) {
+    if (n <= kQ8RowsMaxTokens && act.staging != nullptr) {
+      return Q8Rows(w, act, n, y, row_begin, row_end, t_begin, t_end);
+    }
   }
 #endif
   const int64_t cols = w.cols;
