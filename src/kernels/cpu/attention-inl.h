@@ -134,31 +134,37 @@ HWY_INLINE __m512 SumKeyLanes(const __m512* lanes) {
 // Scores (below) of kQ queries over the 16 keys at once: tiles of kQ queries x 4 keys share
 // each load of a query and a key; each (query, key)'s 16 lane sums go through memory to
 // SumKeyLanes. The same operations per (query, key), so the same bits.
-template <int kQ, typename T>
+// kDims: padded_hd when known at compile time (loops unrolled), else 0. kKeys: keys per tile
+// (4, or 2 where 4 queries' held q at 64 dims and 4 x 4 accumulators would spill registers).
+template <int kQ, typename T, int kDims = 0, int kKeys = 4>
 HWY_INLINE void ScoresTiled(const float* const* q, const T* keys, int padded_hd, float scale,
                             VF (*s)[kVecs]) {
+  if constexpr (kDims > 0) padded_hd = kDims;
   alignas(64) float lanes[kQ][kChunk][kLanes];  // [query][slot of SumKeyLanes][lane]
-  for (int g = 0; g < kChunk / 4; ++g) {        // keys 4g .. 4g + 3
-    const T* k0 = keys + static_cast<int64_t>(4 * g) * padded_hd;
-    __m512 acc[kQ][4];
+  for (int g = 0; g < kChunk / kKeys; ++g) {    // keys kKeys * g + k, k < kKeys
+    const T* k0 = keys + static_cast<int64_t>(kKeys * g) * padded_hd;
+    __m512 acc[kQ][kKeys];
     {
-      __m512 kv[4];
-      for (int k = 0; k < 4; ++k) kv[k] = LoadKv(k0 + k * padded_hd).raw;
+      __m512 kv[kKeys];
+      for (int k = 0; k < kKeys; ++k) kv[k] = LoadKv(k0 + k * padded_hd).raw;
       for (int i = 0; i < kQ; ++i) {
         const __m512 qv = _mm512_loadu_ps(q[i]);
-        for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_mul_ps(qv, kv[k]);
+        for (int k = 0; k < kKeys; ++k) acc[i][k] = _mm512_mul_ps(qv, kv[k]);
       }
     }
     for (int c = kLanes; c < padded_hd; c += kLanes) {
-      __m512 kv[4];
-      for (int k = 0; k < 4; ++k) kv[k] = LoadKv(k0 + k * padded_hd + c).raw;
+      __m512 kv[kKeys];
+      for (int k = 0; k < kKeys; ++k) kv[k] = LoadKv(k0 + k * padded_hd + c).raw;
       for (int i = 0; i < kQ; ++i) {
         const __m512 qv = _mm512_loadu_ps(q[i] + c);
-        for (int k = 0; k < 4; ++k) acc[i][k] = _mm512_fmadd_ps(qv, kv[k], acc[i][k]);
+        for (int k = 0; k < kKeys; ++k) acc[i][k] = _mm512_fmadd_ps(qv, kv[k], acc[i][k]);
       }
     }
-    for (int i = 0; i < kQ; ++i) {  // key 4g + k sits in slot 4k + g
-      for (int k = 0; k < 4; ++k) _mm512_store_ps(lanes[i][4 * k + g], acc[i][k]);
+    for (int i = 0; i < kQ; ++i) {  // key j sits in slot (j % 4) * 4 + j / 4
+      for (int k = 0; k < kKeys; ++k) {
+        const int j = kKeys * g + k;
+        _mm512_store_ps(lanes[i][(j % 4) * 4 + j / 4], acc[i][k]);
+      }
     }
   }
   for (int i = 0; i < kQ; ++i) {
@@ -356,6 +362,104 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const T
     AccumulateValues<kQ, 1>(state, c, values, padded_hd, p, alpha, a, b);
   }
 }
+
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// AccumulateValues for kH kv heads of kG queries each, every head with its own value rows
+// (values[h] + j * kDims): the heads' accumulators are independent chains, interleaved so that
+// their FMA latencies overlap. alpha[i] multiplies unconditionally (x * 1 is x: the same bits
+// as skipping it).
+template <int kH, int kG, int kV, int kDims, bool kFull>
+HWY_INLINE void AccumulateHeads(float* const* acc, int offset, const uint16_t* const* values,
+                                const float (*p)[kLanes], const VF* alpha, int a, int b) {
+  const DF d;
+  constexpr int kQ = kH * kG;
+  VF sum[kQ][kV];
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) {
+      sum[i][v] = hn::Mul(hn::LoadU(d, acc[i] + offset + v * kN), alpha[i]);
+    }
+  }
+  const int j_begin = kFull ? 0 : a;
+  const int j_end = kFull ? kChunk : b;
+  for (int j = j_begin; j < j_end; ++j) {
+    for (int h = 0; h < kH; ++h) {
+      const uint16_t* row = values[h] + static_cast<int64_t>(j) * kDims + offset;
+      VF value[kV];
+      for (int v = 0; v < kV; ++v) value[v] = LoadKv(row + v * kN);
+      for (int g = 0; g < kG; ++g) {
+        const VF pj = hn::Set(d, p[h * kG + g][j]);
+        for (int v = 0; v < kV; ++v) sum[h * kG + g][v] = Fma(pj, value[v], sum[h * kG + g][v]);
+      }
+    }
+  }
+  for (int i = 0; i < kQ; ++i) {
+    for (int v = 0; v < kV; ++v) hn::StoreU(sum[i][v], d, acc[i] + offset + v * kN);
+  }
+}
+
+// UpdateChunks for one decode row over the F16 chunks of kH kv heads read in place (keys[h],
+// values[h]: the head's 16 rows of kDims halves), kG queries per head (its GQA group: query
+// h * kG + g reads head h), all seeing the chunk's keys [a, b). The same operations per query
+// as UpdateChunks, so the same bits; but the heads' chains (scores, softmax, values) are
+// independent and written side by side so that they overlap, and no step branches on the
+// data (alpha == 1 is a select, its multiplies are exact).
+template <int kH, int kG, int kDims>
+HWY_INLINE void UpdateHeadsF16(const float* const* q, float* const* state,
+                               const uint16_t* const* keys, const uint16_t* const* values,
+                               float scale, int a, int b, float softcap, int padded_vd) {
+  static_assert(kVecs == 1, "one AVX-512 vector holds 16 lanes");
+  constexpr int kQ = kH * kG;
+  const DF d;
+  const hn::RebindToSigned<DF> di;
+  VF scores[kQ][kVecs];
+  for (int h = 0; h < kH; ++h) {  // one query alone keeps its q and lane sums in registers
+    if constexpr (kG == 1) {
+      Scores<kDims>(q[h], keys[h], kDims, scale, scores[h]);
+    } else {
+      ScoresTiled<kG, uint16_t, kDims, (kG == 4 && kDims == 64) ? 2 : 4>(q + h * kG, keys[h],
+                                                                         kDims, scale,
+                                                                         scores + h * kG);
+    }
+  }
+  const auto index = hn::Iota(di, 0);
+  const auto visible = hn::RebindMask(
+      d, hn::And(hn::Lt(hn::Set(di, a - 1), index), hn::Lt(index, hn::Set(di, b))));
+  HWY_ALIGN float p[kQ][kLanes];
+  VF alpha[kQ];
+  float new_max[kQ];
+  for (int i = 0; i < kQ; ++i) {
+    VF s = scores[i][0];
+    if (softcap > 0.0f) SoftCap(softcap, &s);
+    s = hn::IfThenElse(visible, s, hn::Set(d, kNegInf));
+    const VF chunk_max = hn::Max(hn::Set(d, kNegInf), s);
+    const float m = state[i][kDims + kLanes];
+    new_max[i] = std::max(m, hn::GetLane(hn::MaxOfLanes(d, chunk_max)));
+    alpha[i] = hn::IfThenElse(hn::Eq(hn::Set(d, new_max[i]), hn::Set(d, m)), hn::Set(d, 1.0f),
+                              Exp(hn::Set(d, m - new_max[i])));
+    scores[i][0] = s;
+  }
+  for (int i = 0; i < kQ; ++i) {
+    const VF pv = Exp(hn::Sub(scores[i][0], hn::Set(d, new_max[i])));
+    hn::Store(pv, d, p[i]);
+    float* lsum = state[i] + kDims;
+    hn::StoreU(Fma(hn::LoadU(d, lsum), alpha[i], pv), d, lsum);
+    state[i][kDims + kLanes] = new_max[i];
+  }
+  const int values_end = padded_vd > 0 ? padded_vd : kDims;
+  const bool full = a == 0 && b == kChunk;
+  int c = 0;
+  for (; c + 4 * static_cast<int>(kN) <= values_end; c += 4 * kN) {
+    if (full) {
+      AccumulateHeads<kH, kG, 4, kDims, true>(state, c, values, p, alpha, a, b);
+    } else {
+      AccumulateHeads<kH, kG, 4, kDims, false>(state, c, values, p, alpha, a, b);
+    }
+  }
+  for (; c < values_end; c += kN) {
+    AccumulateHeads<kH, kG, 1, kDims, false>(state, c, values, p, alpha, a, b);
+  }
+}
+#endif
 
 // total = the fold of total and part (attention.h): acc[0, padded_vd) and L (padded_vd: as
 // in UpdateChunks, 0 = padded_hd). note: part saw at least one key.

@@ -44,7 +44,10 @@
 // same rows (a PagedKvLayer with v_base == k_base: MLA's latent) are converted once, as K.
 // On AVX-512, a kv head whose chunk is read by at most 4 queries (a decode, GQA groups up to
 // 4) reads F16 K/V of whole-head segments in place instead, widening each value as it is
-// used (the same floats as the tile: the same bits).
+// used (the same floats as the tile: the same bits). A decode row (one token) at 64 or 128
+// dims with 1, 2 or 4 queries per kv head runs 4 queries of 4, 2 or 1 kv heads through a chunk
+// in one straight-line step (UpdateHeadsF16, attention-inl.h): the heads' score, softmax and
+// value chains are independent, so their latencies overlap instead of adding up.
 // Queries of a kv head that see the same keys of a chunk share its loads: on AVX-512 up to 4
 // of them compute their scores together in register tiles of 4 keys; on other targets an item
 // with at least 4 queries of a kv head transposes the chunk's keys once, so that its scores are

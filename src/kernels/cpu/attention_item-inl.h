@@ -8,6 +8,8 @@
 #define KVSERVE_KERNELS_CPU_ATTENTION_ITEM_INL_H_
 #endif
 
+#include <type_traits>
+
 #include "kernels/cpu/attention-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -130,6 +132,70 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
   flush();
 }
 
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+// A decode row (item.count == 1) through the chunk at c0 (visible keys [lo, hi)) for item
+// heads [h0, h0 + n), n <= 4 / kG, their F16 K/V read in place from the block at `slot`:
+// UpdateHeadsF16 on up to 4 queries at once (kG: the GQA group).
+template <int kG, int kDims>
+HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScratch::Item& item,
+                            AttentionScratch::Thread& t, float* states, int32_t block, int slot,
+                            int h0, int n, int a, int b) {
+  const tensor::PagedKvView& kv = *c.kv;
+  const int sf = c.scratch->state_floats();
+  const float softcap = c.shape->softcap.value_or(0.0f);
+  const int padded_vd = internal::PaddedValueDim(*c.shape, kDims);
+  const float* qs[4];
+  float* ss[4];
+  const uint16_t* ks[4];
+  const uint16_t* vs[4];
+  for (int h = 0; h < n; ++h) {
+    const int head = item.kv_head + h0 + h;
+    ks[h] = reinterpret_cast<const uint16_t*>(kv.KSegment(c.layer, block, slot, head));
+    vs[h] = reinterpret_cast<const uint16_t*>(kv.VSegment(c.layer, block, slot, head));
+    for (int g = 0; g < kG; ++g) {
+      const int i = (h0 + h) * kG + g;
+      qs[h * kG + g] = t.queries + static_cast<int64_t>(i) * kDims;
+      ss[h * kG + g] = states + static_cast<int64_t>(i) * sf;
+    }
+  }
+  auto run = [&](auto heads) HWY_ATTR {
+    UpdateHeadsF16<decltype(heads)::value, kG, kDims>(qs, ss, ks, vs, c.shape->scale, a, b,
+                                                      softcap, padded_vd);
+  };
+  switch (n) {
+    case 4:
+      if constexpr (kG == 1) run(std::integral_constant<int, 4>());
+      break;
+    case 3:
+      if constexpr (kG == 1) run(std::integral_constant<int, 3>());
+      break;
+    case 2:
+      if constexpr (kG <= 2) run(std::integral_constant<int, 2>());
+      break;
+    default:
+      run(std::integral_constant<int, 1>());
+      break;
+  }
+}
+
+// DecodeHeads for the item's group and padded_hd (1, 2 or 4 queries per kv head; 64 or 128
+// dims): false when there is no such instance (then the caller walks head by head).
+HWY_INLINE bool DecodeHeadsFor(int group, int padded_hd, const internal::AttentionCall& c,
+                               const AttentionScratch::Item& item, AttentionScratch::Thread& t,
+                               float* states, int32_t block, int slot, int h0, int n, int a,
+                               int b) {
+  switch (group * 1000 + padded_hd) {
+    case 1064: DecodeHeads<1, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    case 2064: DecodeHeads<2, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    case 4064: DecodeHeads<4, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    case 1128: DecodeHeads<1, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    case 2128: DecodeHeads<2, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    case 4128: DecodeHeads<4, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
+    default: return false;
+  }
+}
+#endif
+
 // One work item: every query of kv heads [item.kv_head, + item.heads) for item.count
 // consecutive rows, over partitions [part_begin, part_end). Chunk by chunk, head by head (the
 // order the K/V lie in a head-major block); each head's chunk of K/V is converted once for
@@ -171,7 +237,35 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     PrefetchChunk(kv, c.layer, seq.block_table, item.kv_head + static_cast<int>(step % item.heads),
                   hd, std::max(p0, item_lo), std::min(p0 + kChunk, item_hi));
   };
-  for (int s = 0; s < kPrefetchChunks; ++s) prefetch(s);
+  // The decode walk's prefetch (DecodeHeads): a cursor kPrefetchChunks (chunk, head) steps
+  // ahead, each step the head's 16 slots of K and V (one run each: the chunk lies in one block).
+  int32_t pf_c0 = chunk_lo;
+  int pf_h = 0;
+  const size_t pf_bytes = static_cast<size_t>(kChunk) * kv.segment_bytes;
+  const size_t pf_head_stride = static_cast<size_t>(kv.block_size) * kv.segment_bytes;
+  const char* pf_k = nullptr;
+  const char* pf_v = nullptr;
+  [[maybe_unused]] auto prefetch_heads = [&](int n) {
+    for (int k = 0; k < n && pf_c0 < item_hi; ++k) {
+      if (pf_h == 0 || pf_k == nullptr) {
+        const int32_t block = seq.block_table[pf_c0 / kv.block_size];
+        const int slot = pf_c0 % kv.block_size;
+        const int head = item.kv_head + pf_h;
+        pf_k = reinterpret_cast<const char*>(kv.KSegment(c.layer, block, slot, head));
+        pf_v = reinterpret_cast<const char*>(kv.VSegment(c.layer, block, slot, head));
+      }
+      for (size_t b = 0; b < pf_bytes; b += 64) {
+        PrefetchLine(pf_k + b);
+        PrefetchLine(pf_v + b);
+      }
+      pf_k += pf_head_stride;
+      pf_v += pf_head_stride;
+      if (++pf_h == item.heads) {
+        pf_h = 0;
+        pf_c0 += kChunk;
+      }
+    }
+  };
   // K and V the same rows (MLA's latent, kernels/cpu/mla_attention.h): converted once.
   const bool shared_kv = kv.layers[c.layer].v_base == kv.layers[c.layer].k_base;
   float* values = shared_kv ? t.key_rows : t.values;
@@ -182,6 +276,18 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
   const bool in_place = kInPlaceKv && kv.dtype == tensor::DType::kF16 &&
                         kv.segment_elems == hd && padded_hd == hd &&
                         kv.block_size % kChunk == 0 && item.count * group <= 4;
+  // A decode row of 1, 2 or 4 queries per kv head at 64 or 128 dims: DecodeHeads, 4 / group
+  // heads per call (0: head by head).
+  [[maybe_unused]] const int decode_heads =
+      in_place && item.count == 1 && (group == 1 || group == 2 || group == 4) &&
+              (padded_hd == 64 || padded_hd == 128)
+          ? 4 / group
+          : 0;
+  if (decode_heads > 0) {
+    prefetch_heads(kPrefetchChunks);
+  } else {
+    for (int s = 0; s < kPrefetchChunks; ++s) prefetch(s);
+  }
   if (!split) ResetStates(t.total, queries, sf, padded_hd);
   int64_t step = 0;
   for (int32_t part = item.part_begin; part < item.part_end; ++part) {
@@ -194,6 +300,20 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
     for (int32_t c0 = key_lo / kChunk * kChunk; c0 < key_hi; c0 += kChunk) {
       const int32_t lo = std::max(c0, key_lo);
       const int32_t hi = std::min(c0 + kChunk, key_hi);
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+      if (decode_heads > 0) {  // a decode row: up to 4 queries of decode_heads heads at once
+        const int32_t block = seq.block_table[c0 / kv.block_size];
+        const int slot = c0 % kv.block_size;
+        const int a = std::max(lo, internal::WindowStart(shape, pos0)) - c0;
+        const int b = std::min(hi, pos0 + 1) - c0;
+        for (int h = 0; h < item.heads; h += decode_heads) {
+          const int n = std::min(decode_heads, item.heads - h);
+          prefetch_heads(n);
+          if (a < b) DecodeHeadsFor(group, padded_hd, c, item, t, states, block, slot, h, n, a, b);
+        }
+        continue;
+      }
+#endif
       for (int h = 0; h < item.heads; ++h, ++step) {
         const int head = item.kv_head + h;
         prefetch(step + kPrefetchChunks);
