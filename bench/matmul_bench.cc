@@ -10,9 +10,12 @@
 //   address order (0) or scattered (1: the next matrix is not the memory after this one, as an
 //   expert's gate, up and down; 2: scattered, each MatMul told the next matrix, as MoeFfnBlock
 //   does); WeightGBs.
+// BM_MatMulCold/<dtype>/<rows>/<cols>/<n>: BM_MatMul with the weights from memory (copies
+//   filling 512 MiB in 2 MiB pages, one per iteration), as a decode step's dense matrices after the experts.
 // BM_MemoryReadBandwidth: sums a 256 MiB buffer with 2 threads; counter GBs.
 // Set KVSERVE_BENCH_THREADS to change the thread count (default 2).
 #include <benchmark/benchmark.h>
+#include <sys/mman.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -133,6 +136,40 @@ BENCHMARK(BM_MatMul)
 // rows) through the lanes rows of CPUs without AMX (13-64).
 BENCHMARK(BM_MatMul)
     ->ArgsProduct({{3, 5, 7}, {2048}, {1024}, {12, 13, 16, 24, 32, 48, 64}})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// The same matrices with the weights read from memory, as in a mixture of experts' decode step
+// (the experts evict the dense matrices between uses): copies of the matrix filling 512 MiB,
+// one after another per iteration, with the 2-thread pool. WeightGBs as BM_MatMul.
+void BM_MatMulCold(benchmark::State& state) {
+  const DType dtype = kTypes[state.range(0)];
+  const int64_t rows = state.range(1), cols = state.range(2), n = state.range(3);
+  const std::vector<uint8_t> one = MakeWeightBytes(dtype, rows, cols, 1);
+  const int64_t count = std::max<int64_t>(2, (int64_t{512} << 20) / static_cast<int64_t>(one.size()));
+  // 2 MiB pages where the kernel offers them, as the model's weights (GgufFile::MoveTensorDataToHugePages)
+  const size_t size = one.size() * static_cast<size_t>(count), huge = size_t{2} << 20;
+  std::unique_ptr<uint8_t, decltype(&std::free)> bytes(
+      static_cast<uint8_t*>(std::aligned_alloc(huge, (size + huge - 1) / huge * huge)), &std::free);
+  ::madvise(bytes.get(), size, MADV_HUGEPAGE);
+  for (int64_t m = 0; m < count; ++m) std::memcpy(bytes.get() + m * one.size(), one.data(), one.size());
+  std::vector<float> x = MakeActivations(n, cols);
+  std::vector<float> y(static_cast<size_t>(n * rows));
+  MatMulScratch scratch(n, cols);
+  int64_t m = 0;
+  for (auto _ : state) {
+    const WeightMatrix w{bytes.get() + m * one.size(), dtype, rows, cols};
+    MatMul(w, x.data(), n, y.data(), Pool(), scratch);
+    m = (m + 1) % count;
+    benchmark::DoNotOptimize(y.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetLabel(std::string(tensor::DTypeName(dtype)));
+  state.counters["WeightGBs"] = benchmark::Counter(static_cast<double>(one.size()) * 1e-9,
+                                                   benchmark::Counter::kIsIterationInvariantRate);
+}
+BENCHMARK(BM_MatMulCold)
+    ->ArgsProduct({{5, 7}, {1024, 32000}, {1024}, {16}})
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
 

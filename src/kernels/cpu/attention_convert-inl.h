@@ -217,14 +217,20 @@ inline void ConvertChunk(const tensor::PagedKvView& kv, int layer,
   }
 }
 
-// A software prefetch of the cache line at p into L1 that the compiler keeps: GCC 12 deletes
-// a loop whose only statements are __builtin_prefetch (no side effect, so the loop is dead),
-// which had left PrefetchChunk empty.
+// A software prefetch of the cache line at p that the compiler keeps: GCC 12 deletes a loop
+// whose only statements are __builtin_prefetch (no side effect, so the loop is dead), which
+// had left PrefetchChunk empty. kHint 0: into L1 (prefetcht0); 1: into L2 (prefetcht1; on AMD
+// Zen 4 and later it stops in L2).
+template <int kHint = 0>
 HWY_INLINE void PrefetchLine(const char* p) {
 #if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
-  asm volatile("prefetcht0 %0" : : "m"(*p));
+  if constexpr (kHint == 0) {
+    asm volatile("prefetcht0 %0" : : "m"(*p));
+  } else {
+    asm volatile("prefetcht1 %0" : : "m"(*p));
+  }
 #else
-  __builtin_prefetch(p);
+  __builtin_prefetch(p, 0, kHint == 0 ? 3 : 2);
 #endif
 }
 

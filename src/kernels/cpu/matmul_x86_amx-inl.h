@@ -140,7 +140,7 @@ HWY_INLINE __m128i Q4KScalesMins(const uint8_t* p) {
 }
 
 // Asks for `lines` cache lines from p of the next tile's same row (16 rows on), as the gemv
-// rows' PrefetchNextTile does, but into L2: the parts, the token codes and the accumulators
+// rows' PrefetchAhead does, but into L2: the parts, the token codes and the accumulators
 // hold much of L1 here (measured, 300000 x 1024 Q6_K and 400000 x 1024 Q4_K matrices at 16
 // tokens, one thread: 47.5 and 54.9 ms against 49.4 and 57.1 into L1, 76 and 80 without).
 template <int kLines>

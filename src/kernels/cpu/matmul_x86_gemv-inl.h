@@ -101,11 +101,12 @@ HWY_INLINE __m512 GatherHalf(const GemvRowSet& set, const uint8_t* block0, int s
 }
 
 // The distance in bytes from the tile at row0 to the memory its prefetches ask for: the next
-// tile (16 rows further on), or for the last tile of a matrix whose caller reads other bytes
+// tile (tile_rows further on), or for the last tile of a matrix whose caller reads other bytes
 // next (internal::gemv_lookahead: a mixture of experts' gate, then up, then down), those bytes
 // at the same offsets, so that the next matrix's first tile is not read cold.
-HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes) {
-  const int64_t ahead = kGemvRows * row_bytes;
+HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes,
+                                    int64_t tile_rows = kGemvRows) {
+  const int64_t ahead = tile_rows * row_bytes;
   const internal::GemvLookahead& look = internal::gemv_lookahead;
   if (look.then != nullptr && reinterpret_cast<uintptr_t>(row0 + ahead) >=
                                   reinterpret_cast<uintptr_t>(look.end)) {
@@ -127,10 +128,12 @@ HWY_INLINE void PrefetchAhead(const uint8_t* p, int64_t distance) {
   }
 }
 
-// PrefetchAhead of the next tile's same row (16 rows further on).
-template <int kLines>
-HWY_INLINE void PrefetchNextTile(const uint8_t* p, int64_t row_bytes) {
-  PrefetchAhead<kLines>(p, kGemvRows * row_bytes);
+// Asks for the bytes [begin, end), cache line after cache line in address order.
+HWY_INLINE void PrefetchSpan(const uint8_t* begin, const uint8_t* end) {
+  const uintptr_t stop = reinterpret_cast<uintptr_t>(end);
+  for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{63}; p < stop; p += 64) {
+    _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
+  }
 }
 
 // One register of 64 bytes: 32 from `lo` and 32 from `hi`.
