@@ -16,6 +16,7 @@
 #endif
 #include "hwy/targets.h"
 #include "kernels/cpu/matmul_portable.h"
+#include "support/simd_targets.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -203,6 +204,7 @@ TEST(MatMulTest, DeterministicAcrossBatchPositionAndThreads) {
 
 // Every SIMD target this machine supports (e.g. AVX2 and AVX-512) computes the same bits.
 TEST(MatMulTest, BitIdenticalAcrossSimdTargets) {
+  const kvserve::testing::SimdTargetReset reset_targets;
   std::vector<int64_t> targets = hwy::SupportedAndGeneratedTargets();
   ASSERT_FALSE(targets.empty());
   uint32_t seed = 900;
@@ -485,8 +487,9 @@ TEST(MatMulTest, FewTokensBitIdenticalToPortableAndAlone) {
 // A batched decode step's dense matrices (16 sequences; up to 64 tokens): n from 13 to 65 (the
 // lanes rows of Q4_K and Q6_K on AVX-512 VNNI without AMX, in passes of up to 8 tokens; the
 // Q8_0 rows there, in passes of one or two token groups over tiles of 8 rows; AMX, or the
-// token-group tiles), every integer format, row counts around the 16-row tiles (a
-// short last tile) and three or more blocks, so that a change in the per-block f32 chain changes
+// token-group tiles), every integer format, row counts around the 16-row tiles and Q6_K's
+// 32-row ones (a short last set or tile; 97 rows: 32-row tiles within each of 3 threads' ranges)
+// and three or more blocks, so that a change in the per-block f32 chain changes
 // bits; y[t, r] equals the portable oracle and the token alone, with 1 and 3 threads. Q8_0, Q4_K
 // and Q6_K also get raw random blocks (every code, scale and min), and a matrix wide enough that
 // the tokens come in two chunks (ChunkTokens: 16 tokens of 8448 columns: 40 tokens in three).
@@ -498,8 +501,9 @@ TEST(MatMulTest, LanesTokensBitIdenticalToPortableAndAlone) {
     for (auto [rows, cols, raw] : {std::tuple<int64_t, int64_t, bool>{13, IsK(dtype) ? 768 : 160, false},
                                    {47, IsK(dtype) ? 1024 : 288, false},
                                    {33, IsK(dtype) ? 768 : 160, true},
+                                   {97, IsK(dtype) ? 768 : 160, false},
                                    {17, 8448, false}}) {
-      if ((raw || cols == 8448) && !lanes) continue;
+      if ((raw || cols == 8448 || rows == 97) && !lanes) continue;
       TestWeights w = MakeWeights(dtype, rows, cols, ++seed);
       if (raw && dtype == DType::kQ8_0) {
         std::mt19937 rng(++seed);

@@ -20,6 +20,7 @@
 
 #include "core/thread_pool.h"
 #include "kernels/attention_reference.h"
+#include "support/simd_targets.h"
 #include "tensor/quant.h"
 
 namespace kvserve::kernels {
@@ -150,6 +151,7 @@ void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size
       }
     }
   }
+  const kvserve::testing::SimdTargetReset reset_targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     hwy::SupportedTargets();

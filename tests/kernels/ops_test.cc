@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/attention_exp.h"
+#include "support/simd_targets.h"
 
 namespace kvserve::kernels {
 namespace {
@@ -50,6 +51,7 @@ TEST(OpsTest, SiluMulMatchesItsScalarDefinition) {
     gate.push_back(g);
     up.push_back(1.5f);
   }
+  const kvserve::testing::SimdTargetReset reset_targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (size_t n : {gate.size(), size_t{1}, size_t{15}, size_t{17}}) {
@@ -92,6 +94,7 @@ TEST(OpsTest, SwigluOaiMulMatchesItsScalarDefinition) {
       bu.push_back(0.0f);
     }
   }
+  const kvserve::testing::SimdTargetReset reset_targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (bool biased : {false, true}) {
@@ -127,6 +130,7 @@ TEST(OpsTest, SwigluOaiMulIsCloseToExact) {
 TEST(OpsTest, AddScaledRowAndAddInPlaceMatchTheirScalarDefinitions) {
   std::mt19937 rng(11);
   std::normal_distribution<float> normal(0.0f, 3.0f);
+  const kvserve::testing::SimdTargetReset reset_targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {
     hwy::SetSupportedTargetsForTest(target);
     for (int64_t n : {1, 15, 16, 17, 33, 720}) {

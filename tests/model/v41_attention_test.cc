@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "kernels/cpu/latent_attention.h"
+#include "support/simd_targets.h"
 #include "tensor/dtype.h"
 #include "tensor/quant.h"
 
@@ -197,6 +198,7 @@ void CheckAgainstReference(const HybridAttentionShape& s, int tokens, bool same_
   HybridAttention(s, c.window, 0, &c.latent, 0, seqs, in.q.data(), in.q_idx.data(), in.w.data(),
                   out3.data(), three, scratch);
   EXPECT_EQ(out, out3) << "thread count changed the result";
+  const kvserve::testing::SimdTargetReset reset_targets;
   for (int64_t target : hwy::SupportedAndGeneratedTargets()) {  // and no SIMD target does
     hwy::SetSupportedTargetsForTest(target);
     hwy::SupportedTargets();
