@@ -487,9 +487,8 @@ TEST(MatMulTest, FewTokensBitIdenticalToPortableAndAlone) {
 // A batched decode step's dense matrices (16 sequences; up to 64 tokens): n from 13 to 65 (the
 // lanes rows of Q4_K and Q6_K on AVX-512 VNNI without AMX, in passes of up to 8 tokens; the
 // Q8_0 rows there, in passes of one or two token groups over tiles of 8 rows; AMX, or the
-// token-group tiles), every integer format, row counts around the 16-row tiles and Q6_K's
-// 32-row ones (a short last set or tile; 97 rows: 32-row tiles within each of 3 threads' ranges)
-// and three or more blocks, so that a change in the per-block f32 chain changes
+// token-group tiles), every integer format, row counts around the 16-row tiles (a short last
+// tile; 97 rows: several tiles within each of 3 threads' ranges) and three or more blocks, so that a change in the per-block f32 chain changes
 // bits; y[t, r] equals the portable oracle and the token alone, with 1 and 3 threads. Q8_0, Q4_K
 // and Q6_K also get raw random blocks (every code, scale and min), and a matrix wide enough that
 // the tokens come in two chunks (ChunkTokens: 16 tokens of 8448 columns: 40 tokens in three).
