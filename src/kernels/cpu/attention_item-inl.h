@@ -232,20 +232,20 @@ HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScr
   }
 }
 
-// DecodeHeads for the item's group and padded_hd (1, 2 or 4 queries per kv head; 64 or 128
-// dims): false when there is no such instance (then the caller walks head by head).
-HWY_INLINE bool DecodeHeadsFor(int group, int padded_hd, const internal::AttentionCall& c,
+// DecodeHeads for the item's group and padded_hd. note: 1, 2 or 4 queries per kv head and 64
+// or 128 dims (AttendItem's decode_heads > 0), the shapes with an instance.
+HWY_INLINE void DecodeHeadsFor(int group, int padded_hd, const internal::AttentionCall& c,
                                const AttentionScratch::Item& item, AttentionScratch::Thread& t,
                                float* states, int32_t block, int slot, int h0, int n, int a,
                                int b) {
   switch (group * 1000 + padded_hd) {
-    case 1064: DecodeHeads<1, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    case 2064: DecodeHeads<2, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    case 4064: DecodeHeads<4, 64>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    case 1128: DecodeHeads<1, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    case 2128: DecodeHeads<2, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    case 4128: DecodeHeads<4, 128>(c, item, t, states, block, slot, h0, n, a, b); return true;
-    default: return false;
+    case 1064: return DecodeHeads<1, 64>(c, item, t, states, block, slot, h0, n, a, b);
+    case 2064: return DecodeHeads<2, 64>(c, item, t, states, block, slot, h0, n, a, b);
+    case 4064: return DecodeHeads<4, 64>(c, item, t, states, block, slot, h0, n, a, b);
+    case 1128: return DecodeHeads<1, 128>(c, item, t, states, block, slot, h0, n, a, b);
+    case 2128: return DecodeHeads<2, 128>(c, item, t, states, block, slot, h0, n, a, b);
+    case 4128: return DecodeHeads<4, 128>(c, item, t, states, block, slot, h0, n, a, b);
+    default: CHECK(false) << "no DecodeHeads for group " << group << ", " << padded_hd << " dims";
   }
 }
 #endif

@@ -60,7 +60,6 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
   return _mm512_permutexvar_ps(_mm512_load_si512(lane_row), GatherHalf(set, block0, shift));
 }
 
-
 // ---- Q4_K: f16 d, f16 dmin, scales[12], qs[128] ----
 struct LanesQ4K {
   static constexpr int64_t kBytes = 144;
