@@ -22,7 +22,7 @@
 // acc) [, fma(dmin_b * dx_b, float(M_b), acc)] with acc one lane per row. The integers are the
 // exact ones every path forms and the chain is the scheme's, so a token's y is the same alone,
 // in any batch, pass or path. The per-token corrections (-32 S_s, the int16 pairs of S_j) are
-// formed once per call (F::Corrections). A tile is F::kSets sets of 16 rows (Q6_K: 2), each
+// formed once per call (F::Corrections). A tile is F::kSets sets of 16 rows (both: 2), each
 // set's block transposed on its own; a pass broadcasts each code word once for all sets: the
 // broadcasts, more than the products, bound a pass (AMD Zen 5: about 1.3 vpbroadcastd from
 // memory per cycle against 2 dpbusd).
@@ -67,22 +67,26 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
 struct LanesQ4K {
   static constexpr int64_t kBytes = 144;
   static constexpr int kBlock = 256;
+  // Tiles of two sets of 16 rows, as Q6_K: a pass runs sub-block after sub-block (low and high
+  // nibbles of a qs word apart), so each (set, token) needs a sum and the sub-block's products
+  // in registers (2 x 6 of each); low and high nibbles side by side (3 registers per set and
+  // token) allowed passes of 4 tokens only, measured no faster than one set (docs/PERFORMANCE.md).
   static constexpr int kPass = 6;
-  // One set of 16 rows per tile: two sets (the codes broadcast once for both) need passes of
-  // at most 4 tokens to fit the registers; measured no faster at 16 tokens (docs/PERFORMANCE.md).
-  static constexpr int kSets = 1;
+  static constexpr int kSets = 2;
   static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
   struct Block {
-    // [c][h][w][0]: low nibbles (& 0x0F) of qs word 4 (8 c + 4 h + w) .. of each lane's row:
-    // values 16 h + 4 w .. + 3 of sub-block 2 c; [1]: its high nibbles (& 0xF0), sub-block 2 c + 1.
-    __m512i nib[4][2][4][2];
+    // [s][k]: values 4 k .. 4 k + 3 of sub-block s of each lane's row, from qs word 8 (s / 2) + k:
+    // its low nibbles (& 0x0F) for even s, its high nibbles (& 0xF0, 16 times the value) for odd.
+    __m512i nib[8][8];
     __m512i scale[8];      // sc_s, times 16 for even s (the low nibbles' sub-blocks)
     __m512i min_pairs[4];  // m_{2p} | m_{2p + 1} << 16
     __m512 d, dmin;        // d_b, -dmin_b
   };
 
-  KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                  int64_t b, const uint8_t* ask, Block& blk) {
+  // Not inlined, as LanesQ6K::Load (GCC 12.2's internal compiler error in two-set tiles under
+  // CI's ASan flags).
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
+                                                    int64_t b, const uint8_t* ask, Block& blk) {
     constexpr int64_t kQs = 16;
     const int64_t block = kBytes * b;
     PrefetchSpan(ask, ask + kGemvRows * kBytes);
@@ -98,8 +102,8 @@ struct LanesQ4K {
         __m512i raw[4];
         TransposeRowWords(set, block + kQs + 32 * c + 16 * h, raw);
         for (int w = 0; w < 4; ++w) {
-          blk.nib[c][h][w][0] = _mm512_and_si512(raw[w], low4);
-          blk.nib[c][h][w][1] = _mm512_and_si512(raw[w], high4);
+          blk.nib[2 * c][4 * h + w] = _mm512_and_si512(raw[w], low4);
+          blk.nib[2 * c + 1][4 * h + w] = _mm512_and_si512(raw[w], high4);
         }
       }
     }
@@ -124,30 +128,22 @@ struct LanesQ4K {
     for (int q = 0; q < S; ++q) {
       for (int t = 0; t < P; ++t) sum16[q][t] = _mm512_setzero_si512();
     }
-    for (int c = 0; c < 4; ++c) {  // sub-blocks 2 c (low nibbles), 2 c + 1 (high)
-      __m512i s_lo[S][P], s_hi[S][P];
+    for (int s = 0; s < 8; ++s) {
+      __m512i p[S][P];  // sum over sub-block s of (value, times 16 for even s) * code
       for (int q = 0; q < S; ++q) {
-        for (int t = 0; t < P; ++t) s_lo[q][t] = s_hi[q][t] = _mm512_setzero_si512();
+        for (int t = 0; t < P; ++t) p[q][t] = _mm512_setzero_si512();
       }
-      for (int h = 0; h < 2; ++h) {
-        for (int w = 0; w < 4; ++w) {
-          __m512i lo[S], hi[S];
-          for (int q = 0; q < S; ++q) lo[q] = blk[q].nib[c][h][w][0], hi[q] = blk[q].nib[c][h][w][1];
-          for (int t = 0; t < P; ++t) {
-            const int8_t* a = lt.tok.Q(t0 + t) + 256 * b + 64 * c + 16 * h + 4 * w;
-            const __m512i a_lo = BroadcastCodes(a), a_hi = BroadcastCodes(a + 32);
-            for (int q = 0; q < S; ++q) {
-              s_lo[q][t] = _mm512_dpbusd_epi32(s_lo[q][t], lo[q], a_lo);
-              s_hi[q][t] = _mm512_dpbusd_epi32(s_hi[q][t], hi[q], a_hi);
-            }
-          }
+      for (int k = 0; k < 8; ++k) {
+        __m512i u[S];
+        for (int q = 0; q < S; ++q) u[q] = blk[q].nib[s][k];
+        for (int t = 0; t < P; ++t) {
+          const __m512i a = BroadcastCodes(lt.tok.Q(t0 + t) + 256 * b + 32 * s + 4 * k);
+          for (int q = 0; q < S; ++q) p[q][t] = _mm512_dpbusd_epi32(p[q][t], u[q], a);
         }
       }
       for (int q = 0; q < S; ++q) {
         for (int t = 0; t < P; ++t) {
-          sum16[q][t] = _mm512_add_epi32(
-              sum16[q][t], _mm512_add_epi32(_mm512_mullo_epi32(s_lo[q][t], blk[q].scale[2 * c]),
-                                            _mm512_mullo_epi32(s_hi[q][t], blk[q].scale[2 * c + 1])));
+          sum16[q][t] = _mm512_add_epi32(sum16[q][t], _mm512_mullo_epi32(p[q][t], blk[q].scale[s]));
         }
       }
     }
