@@ -112,9 +112,10 @@ std::vector<double> NaiveMla(const MlaShape& shape, const PlainCopy& plain, int3
 }
 
 // Writes the batch's new rows with WriteLatentRows, runs MlaAttention on every target with 1
-// and 3 threads and compares every output value with both references.
+// and 3 threads and compares every output value with both references. decode_path: the step
+// must run on the decode path (mla_attention.h) on the AVX-512 targets, and only there.
 void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size,
-           const std::vector<std::pair<int32_t, int32_t>>& spec) {
+           const std::vector<std::pair<int32_t, int32_t>>& spec, bool decode_path = false) {
   const int dim = shape.latent_dim();
   int32_t max_context = 1, blocks = 0;
   for (auto [start, count] : spec) {
@@ -156,6 +157,12 @@ void Check(std::mt19937& rng, const MlaShape& shape, DType dtype, int block_size
     hwy::SetSupportedTargetsForTest(target);
     hwy::SupportedTargets();
     for (int threads : {1, 3}) {
+      if (decode_path) {
+        const std::string target = AttentionTargetName();
+        ASSERT_EQ(MlaDecodePath(shape, cache.view, batch.seqs, threads),
+                  target == "AVX3" || target == "AVX3_DL")
+            << target << ", " << threads << " threads";
+      }
       ThreadPool pool(threads);
       MlaScratch scratch(shape, max_context, threads);
       std::vector<float> out(batch.rows * width, -7.0f);
@@ -214,6 +221,32 @@ TEST(MlaAttentionTest, BatchedAndLoneDecodesMatchReference) {
   Check(rng, shape, DType::kF16, 16, sixteen);
   if (HasFatalFailure()) return;
   Check(rng, shape, DType::kF16, 16, {{1500, 1}});
+}
+
+// Steps of decodes only on the decode path (mla_attention.h): head counts that leave 2 and 1
+// heads after the passes of 4, chunks cut by the position (1 to 16 rows), partition
+// boundaries (255, 256, 511, 512), position 0, NaN bytes in the block slots past a
+// sequence's position (LatentCache's stale 0x7F7F halves: masked, never accumulated), block
+// sizes 16 and 32, 14 sequences (enough for 3 threads) and 2 short ones.
+TEST(MlaAttentionTest, DecodePathMatchesReference) {
+  std::mt19937 rng(77);
+  const MlaShape shapes[] = {{.num_heads = 8, .kv_lora_rank = 256, .rope_dim = 64, .scale = 0.06f},
+                             {.num_heads = 7, .kv_lora_rank = 96, .rope_dim = 32, .scale = 0.2f},
+                             {.num_heads = 16, .kv_lora_rank = 64, .rope_dim = 16, .scale = 0.1f},
+                             {.num_heads = 1, .kv_lora_rank = 32, .rope_dim = 16, .scale = 0.3f}};
+  for (const MlaShape& shape : shapes) {
+    for (int block_size : {16, 32}) {
+      SCOPED_TRACE("heads " + std::to_string(shape.num_heads) + " block " +
+                   std::to_string(block_size));
+      std::vector<std::pair<int32_t, int32_t>> spec = {{0, 1},   {15, 1},  {16, 1},  {255, 1},
+                                                       {256, 1}, {511, 1}, {512, 1}};
+      while (spec.size() < 14) spec.push_back({static_cast<int32_t>(rng() % 700), 1});
+      Check(rng, shape, DType::kF16, block_size, spec, /*decode_path=*/true);
+      if (HasFatalFailure()) return;
+      Check(rng, shape, DType::kF16, block_size, {{40, 1}, {255, 1}}, /*decode_path=*/true);
+      if (HasFatalFailure()) return;
+    }
+  }
 }
 
 TEST(MlaAttentionDeathTest, RejectsRowsNotBackToBack) {

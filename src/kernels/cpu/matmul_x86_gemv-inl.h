@@ -101,11 +101,12 @@ HWY_INLINE __m512 GatherHalf(const GemvRowSet& set, const uint8_t* block0, int s
 }
 
 // The distance in bytes from the tile at row0 to the memory its prefetches ask for: the next
-// tile (16 rows further on), or for the last tile of a matrix whose caller reads other bytes
+// tile (tile_rows further on), or for the last tile of a matrix whose caller reads other bytes
 // next (internal::gemv_lookahead: a mixture of experts' gate, then up, then down), those bytes
 // at the same offsets, so that the next matrix's first tile is not read cold.
-HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes) {
-  const int64_t ahead = kGemvRows * row_bytes;
+HWY_INLINE int64_t NextTileDistance(const uint8_t* row0, int64_t row_bytes,
+                                    int64_t tile_rows = kGemvRows) {
+  const int64_t ahead = tile_rows * row_bytes;
   const internal::GemvLookahead& look = internal::gemv_lookahead;
   if (look.then != nullptr && reinterpret_cast<uintptr_t>(row0 + ahead) >=
                                   reinterpret_cast<uintptr_t>(look.end)) {
@@ -133,18 +134,6 @@ HWY_INLINE void PrefetchSpan(const uint8_t* begin, const uint8_t* end) {
   for (uintptr_t p = reinterpret_cast<uintptr_t>(begin) & ~uintptr_t{63}; p < stop; p += 64) {
     _mm_prefetch(reinterpret_cast<const char*>(p), _MM_HINT_T0);
   }
-}
-
-// For tiles whose 16 rows are read block after block (kBytes each, a tile's rows contiguous):
-// while a tile reads block b, asks for part b of the next tile (`ahead` bytes on:
-// NextTileDistance), its bytes [16 b kBytes, 16 (b + 1) kBytes), as one run in address order.
-// Against asking for each of the 16 rows' block b (PrefetchAhead per row: the same lines in 16
-// strided runs), measured on AMD Zen 5 with the weights from memory (BM_MatMulCold,
-// docs/PERFORMANCE.md): the 32000 x 1024 Q6_K matrix at 16 tokens 1.35x faster.
-template <int64_t kBytes>
-HWY_INLINE void PrefetchNextTileSlice(const uint8_t* row0, int64_t ahead, int64_t b) {
-  const uint8_t* slice = row0 + ahead + kGemvRows * kBytes * b;
-  PrefetchSpan(slice, slice + kGemvRows * kBytes);
 }
 
 // One register of 64 bytes: 32 from `lo` and 32 from `hi`.

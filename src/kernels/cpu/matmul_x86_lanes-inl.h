@@ -22,10 +22,13 @@
 // acc) [, fma(dmin_b * dx_b, float(M_b), acc)] with acc one lane per row. The integers are the
 // exact ones every path forms and the chain is the scheme's, so a token's y is the same alone,
 // in any batch, pass or path. The per-token corrections (-32 S_s, the int16 pairs of S_j) are
-// formed once per call (F::Corrections).
+// formed once per call (F::Corrections). A tile is F::kSets sets of 16 rows (both: 2), each
+// set's block transposed on its own; a pass broadcasts each code word once for all sets: the
+// broadcasts, more than the products, bound a pass (AMD Zen 5: about 1.3 vpbroadcastd from
+// memory per cycle against 2 dpbusd).
 //
-// Another format joins with a Lanes<Format> struct (Block, Load, Pass, Corrections), a case in
-// LanesFormat and its limit in LanesMaxTokens.
+// Another format joins with a Lanes<Format> struct (Block, Load, Pass, Corrections, kSets), a
+// case in LanesFormat and its limit in LanesMaxTokens.
 
 // Most tokens one call of the lanes rows takes (the accumulators of a tile live on the stack).
 inline constexpr int kLanesMaxTokens = 64;
@@ -64,22 +67,29 @@ KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
 struct LanesQ4K {
   static constexpr int64_t kBytes = 144;
   static constexpr int kBlock = 256;
+  // Tiles of two sets of 16 rows, as Q6_K: a pass runs sub-block after sub-block (low and high
+  // nibbles of a qs word apart), so each (set, token) needs a sum and the sub-block's products
+  // in registers (2 x 6 of each); low and high nibbles side by side (3 registers per set and
+  // token) allowed passes of 4 tokens only, measured no faster than one set (docs/PERFORMANCE.md).
   static constexpr int kPass = 6;
+  static constexpr int kSets = 2;
   static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
   struct Block {
-    // [c][h][w][0]: low nibbles (& 0x0F) of qs word 4 (8 c + 4 h + w) .. of each lane's row:
-    // values 16 h + 4 w .. + 3 of sub-block 2 c; [1]: its high nibbles (& 0xF0), sub-block 2 c + 1.
-    __m512i nib[4][2][4][2];
+    // [s][k]: values 4 k .. 4 k + 3 of sub-block s of each lane's row, from qs word 8 (s / 2) + k:
+    // its low nibbles (& 0x0F) for even s, its high nibbles (& 0xF0, 16 times the value) for odd.
+    __m512i nib[8][8];
     __m512i scale[8];      // sc_s, times 16 for even s (the low nibbles' sub-blocks)
     __m512i min_pairs[4];  // m_{2p} | m_{2p + 1} << 16
     __m512 d, dmin;        // d_b, -dmin_b
   };
 
-  KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                  int64_t b, int64_t ahead, Block& blk) {
+  // Not inlined, as LanesQ6K::Load (GCC 12.2's internal compiler error in two-set tiles under
+  // CI's ASan flags).
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
+                                                    int64_t b, const uint8_t* ask, Block& blk) {
     constexpr int64_t kQs = 16;
     const int64_t block = kBytes * b;
-    PrefetchNextTileSlice<kBytes>(row0, ahead, b);
+    PrefetchSpan(ask, ask + kGemvRows * kBytes);
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
     Q4KLaneScales(head[1], head[3], blk.scale);
@@ -92,8 +102,8 @@ struct LanesQ4K {
         __m512i raw[4];
         TransposeRowWords(set, block + kQs + 32 * c + 16 * h, raw);
         for (int w = 0; w < 4; ++w) {
-          blk.nib[c][h][w][0] = _mm512_and_si512(raw[w], low4);
-          blk.nib[c][h][w][1] = _mm512_and_si512(raw[w], high4);
+          blk.nib[2 * c][4 * h + w] = _mm512_and_si512(raw[w], low4);
+          blk.nib[2 * c + 1][4 * h + w] = _mm512_and_si512(raw[w], high4);
         }
       }
     }
@@ -111,40 +121,45 @@ struct LanesQ4K {
     }
   }
 
-  template <int P>
-  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block& blk, const LanesTokens& lt,
+  template <int P, int S>
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block* blk, const LanesTokens& lt,
                                                     int64_t b, int t0, __m512* acc) {
-    __m512i sum16[P];  // 16 I_b
-    for (int t = 0; t < P; ++t) sum16[t] = _mm512_setzero_si512();
-    for (int c = 0; c < 4; ++c) {  // sub-blocks 2 c (low nibbles), 2 c + 1 (high)
-      __m512i s_lo[P], s_hi[P];
-      for (int t = 0; t < P; ++t) s_lo[t] = s_hi[t] = _mm512_setzero_si512();
-      for (int h = 0; h < 2; ++h) {
-        for (int w = 0; w < 4; ++w) {
-          const __m512i lo = blk.nib[c][h][w][0], hi = blk.nib[c][h][w][1];
-          for (int t = 0; t < P; ++t) {
-            const int8_t* a = lt.tok.Q(t0 + t) + 256 * b + 64 * c + 16 * h + 4 * w;
-            s_lo[t] = _mm512_dpbusd_epi32(s_lo[t], lo, BroadcastCodes(a));
-            s_hi[t] = _mm512_dpbusd_epi32(s_hi[t], hi, BroadcastCodes(a + 32));
-          }
+    __m512i sum16[S][P];  // 16 I_b
+    for (int q = 0; q < S; ++q) {
+      for (int t = 0; t < P; ++t) sum16[q][t] = _mm512_setzero_si512();
+    }
+    for (int s = 0; s < 8; ++s) {
+      __m512i p[S][P];  // sum over sub-block s of (value, times 16 for even s) * code
+      for (int q = 0; q < S; ++q) {
+        for (int t = 0; t < P; ++t) p[q][t] = _mm512_setzero_si512();
+      }
+      for (int k = 0; k < 8; ++k) {
+        __m512i u[S];
+        for (int q = 0; q < S; ++q) u[q] = blk[q].nib[s][k];
+        for (int t = 0; t < P; ++t) {
+          const __m512i a = BroadcastCodes(lt.tok.Q(t0 + t) + 256 * b + 32 * s + 4 * k);
+          for (int q = 0; q < S; ++q) p[q][t] = _mm512_dpbusd_epi32(p[q][t], u[q], a);
         }
       }
-      for (int t = 0; t < P; ++t) {
-        sum16[t] = _mm512_add_epi32(
-            sum16[t], _mm512_add_epi32(_mm512_mullo_epi32(s_lo[t], blk.scale[2 * c]),
-                                       _mm512_mullo_epi32(s_hi[t], blk.scale[2 * c + 1])));
+      for (int q = 0; q < S; ++q) {
+        for (int t = 0; t < P; ++t) {
+          sum16[q][t] = _mm512_add_epi32(sum16[q][t], _mm512_mullo_epi32(p[q][t], blk[q].scale[s]));
+        }
       }
     }
     for (int t = 0; t < P; ++t) {
       const int32_t* pairs = lt.Corr(t0 + t, b, kCorrections);
-      __m512i mins = _mm512_setzero_si512();
-      for (int p = 0; p < 4; ++p) {
-        mins = _mm512_dpwssd_epi32(mins, blk.min_pairs[p], _mm512_set1_epi32(pairs[p]));
-      }
-      const __m512i ints = _mm512_srai_epi32(sum16[t], 4);
       const __m512 xv = _mm512_set1_ps(lt.tok.Dx(t0 + t)[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.d, xv), _mm512_cvtepi32_ps(ints), acc[t]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.dmin, xv), _mm512_cvtepi32_ps(mins), acc[t]);
+      for (int q = 0; q < S; ++q) {
+        __m512i mins = _mm512_setzero_si512();
+        for (int p = 0; p < 4; ++p) {
+          mins = _mm512_dpwssd_epi32(mins, blk[q].min_pairs[p], _mm512_set1_epi32(pairs[p]));
+        }
+        const __m512i ints = _mm512_srai_epi32(sum16[q][t], 4);
+        __m512& a = acc[q * kLanesMaxTokens + t];
+        a = _mm512_fmadd_ps(_mm512_mul_ps(blk[q].d, xv), _mm512_cvtepi32_ps(ints), a);
+        a = _mm512_fmadd_ps(_mm512_mul_ps(blk[q].dmin, xv), _mm512_cvtepi32_ps(mins), a);
+      }
     }
   }
 };
@@ -156,7 +171,11 @@ struct LanesQ4K {
 struct LanesQ6K {
   static constexpr int64_t kBytes = 210;
   static constexpr int kBlock = 256;
-  static constexpr int kPass = 8;
+  // Tiles of two sets of 16 rows: each code word broadcast once for both (the broadcasts, not
+  // the products, bound a pass of one set); passes of up to 6 tokens keep 2 x 6 sums and 2 x 6
+  // products in registers.
+  static constexpr int kPass = 6;
+  static constexpr int kSets = 2;
   static constexpr int kCorrections = 16;  // -32 S_s, s < 16
   struct Block {
     __m512i u[64];      // word k: values 4k .. 4k + 3 of each lane's row, as u = q + 32
@@ -164,10 +183,14 @@ struct LanesQ6K {
     __m512 d;
   };
 
-  KVSERVE_MATMUL_VNNI static HWY_INLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                  int64_t b, int64_t ahead, Block& blk) {
+  // Not inlined: GCC 12.2 stops with an internal compiler error (sse.md:18022) in
+  // LanesTile<Q6_K, 2> with Load inlined for both sets when built with -O2
+  // -fsanitize=address,undefined (CI's ASan run); the call costs no measurable time
+  // (docs/PERFORMANCE.md).
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
+                                                    int64_t b, const uint8_t* ask, Block& blk) {
     const int64_t block = kBytes * b;
-    PrefetchNextTileSlice<kBytes>(row0, ahead, b);
+    PrefetchSpan(ask, ask + kGemvRows * kBytes);
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       __m512i ql[4][4], qh[2][4];  // [16-byte group][word]
@@ -199,25 +222,39 @@ struct LanesQ6K {
     for (int64_t s = 0; s < 16 * blocks; ++s) corr[s] = -32 * int32_t{sums[s]};
   }
 
-  template <int P>
-  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block& blk, const LanesTokens& lt,
+  template <int P, int S>
+  KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block* blk, const LanesTokens& lt,
                                                     int64_t b, int t0, __m512* acc) {
-    __m512i ints[P];
-    for (int t = 0; t < P; ++t) ints[t] = _mm512_setzero_si512();
+    __m512i ints[S][P];
+    for (int q = 0; q < S; ++q) {
+      for (int t = 0; t < P; ++t) ints[q][t] = _mm512_setzero_si512();
+    }
     for (int s = 0; s < 16; ++s) {
-      __m512i p[P];  // -32 S_s + sum u a = sum q a over the sub-block (|.| <= 16 * 32 * 127)
-      for (int t = 0; t < P; ++t) p[t] = _mm512_set1_epi32(lt.Corr(t0 + t, b, kCorrections)[s]);
+      __m512i p[S][P];  // -32 S_s + sum u a = sum q a over the sub-block (|.| <= 16 * 32 * 127)
+      for (int t = 0; t < P; ++t) {
+        const __m512i corr = _mm512_set1_epi32(lt.Corr(t0 + t, b, kCorrections)[s]);
+        for (int q = 0; q < S; ++q) p[q][t] = corr;
+      }
       for (int k = 0; k < 4; ++k) {
-        const __m512i u = blk.u[4 * s + k];
+        __m512i u[S];
+        for (int q = 0; q < S; ++q) u[q] = blk[q].u[4 * s + k];
         for (int t = 0; t < P; ++t) {
-          p[t] = _mm512_dpbusd_epi32(p[t], u, BroadcastCodes(lt.tok.Q(t0 + t) + 256 * b + 16 * s + 4 * k));
+          const __m512i a = BroadcastCodes(lt.tok.Q(t0 + t) + 256 * b + 16 * s + 4 * k);
+          for (int q = 0; q < S; ++q) p[q][t] = _mm512_dpbusd_epi32(p[q][t], u[q], a);
         }
       }
-      for (int t = 0; t < P; ++t) ints[t] = _mm512_add_epi32(ints[t], _mm512_mullo_epi32(p[t], blk.scale[s]));
+      for (int q = 0; q < S; ++q) {
+        for (int t = 0; t < P; ++t) {
+          ints[q][t] = _mm512_add_epi32(ints[q][t], _mm512_mullo_epi32(p[q][t], blk[q].scale[s]));
+        }
+      }
     }
     for (int t = 0; t < P; ++t) {
       const __m512 xv = _mm512_set1_ps(lt.tok.Dx(t0 + t)[b]);
-      acc[t] = _mm512_fmadd_ps(_mm512_mul_ps(blk.d, xv), _mm512_cvtepi32_ps(ints[t]), acc[t]);
+      for (int q = 0; q < S; ++q) {
+        __m512& a = acc[q * kLanesMaxTokens + t];
+        a = _mm512_fmadd_ps(_mm512_mul_ps(blk[q].d, xv), _mm512_cvtepi32_ps(ints[q][t]), a);
+      }
     }
   }
 };
@@ -229,29 +266,43 @@ struct LanesFormat<tensor::DType::kQ4_K> : LanesQ4K {};
 template <>
 struct LanesFormat<tensor::DType::kQ6_K> : LanesQ6K {};
 
-// Pass<1> .. Pass<F::kPass>, by token count - 1.
-template <typename F, size_t... kIdx>
+// Pass<1, S> .. Pass<F::kPass, S>, by token count - 1.
+template <typename F, int S, size_t... kIdx>
 constexpr auto LanesPassTable(std::index_sequence<kIdx...>) {
-  using PassFn = void (*)(const typename F::Block&, const LanesTokens&, int64_t, int, __m512*);
-  return std::array<PassFn, sizeof...(kIdx)>{&F::template Pass<static_cast<int>(kIdx) + 1>...};
+  using PassFn = void (*)(const typename F::Block*, const LanesTokens&, int64_t, int, __m512*);
+  return std::array<PassFn, sizeof...(kIdx)>{&F::template Pass<static_cast<int>(kIdx) + 1, S>...};
 }
 
-// y[t, i] for tokens t < n (n <= kLanesMaxTokens) of lt and rows i < num_rows of the 16 rows from
-// row0 (row_bytes apart): block after block, the rows' block in lane order once, then passes of
-// at most F::kPass tokens, as even as the count allows (13 tokens: 6 + 7).
-template <typename F>
+// y[t, i] for tokens t < n (n <= kLanesMaxTokens) of lt and rows i < num_rows of the 16 S rows
+// from row0 (row_bytes apart; S sets of 16, num_rows > 16 (S - 1)): block after block, each
+// set's block in lane order once, then passes of at most F::kPass tokens, as even as the count
+// allows (13 tokens: 6 + 7), each token's codes broadcast once for all S sets.
+template <typename F, int S>
 KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row_bytes,
                                                 int num_rows, int64_t blocks, const LanesTokens& lt,
                                                 int n, float* y, int64_t y_stride) {
-  static constexpr auto kPasses = LanesPassTable<F>(std::make_index_sequence<F::kPass>());
-  const GemvRowSet set = MakeRowSet(row0, row_bytes, num_rows);
+  static constexpr auto kPasses = LanesPassTable<F, S>(std::make_index_sequence<F::kPass>());
+  GemvRowSet sets[S];
+  for (int q = 0; q < S; ++q) {
+    sets[q] = MakeRowSet(row0 + q * kGemvRows * row_bytes, row_bytes,
+                         std::min(kGemvRows, num_rows - q * kGemvRows));
+  }
   const int num_passes = (n + F::kPass - 1) / F::kPass;
-  __m512 acc[kLanesMaxTokens];
-  for (int t = 0; t < n; ++t) acc[t] = _mm512_setzero_ps();
-  const int64_t ahead = NextTileDistance(row0, row_bytes);
-  typename F::Block blk;
+  __m512 acc[S * kLanesMaxTokens];
+  for (int q = 0; q < S; ++q) {
+    for (int t = 0; t < n; ++t) acc[q * kLanesMaxTokens + t] = _mm512_setzero_ps();
+  }
+  // The next tile's bytes (S * 16 rows, contiguous) stream in while this one computes: while
+  // block b is read, part b of them, the lines in address order (PrefetchSpan). Against asking
+  // for each of the next tile's rows' block b (the same lines in 16 strided runs): 32000 x 1024
+  // Q6_K at 16 tokens with the weights from memory 1.2-1.35x faster (BM_MatMulCold, AMD Zen 5).
+  const uint8_t* next = row0 + NextTileDistance(row0, row_bytes, S * kGemvRows);
+  typename F::Block blk[S];
   for (int64_t b = 0; b < blocks; ++b) {
-    F::Load(set, row0, b, ahead, blk);
+    for (int q = 0; q < S; ++q) {
+      F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b,
+              next + kGemvRows * F::kBytes * (S * b + q), blk[q]);
+    }
     for (int p = 0, t0 = 0; p < num_passes; ++p) {
       const int count = (n - t0) / (num_passes - p);
       kPasses[count - 1](blk, lt, b, t0, acc + t0);
@@ -261,9 +312,13 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
   alignas(64) int32_t lane_row[kGemvRows];
   for (int j = 0; j < kGemvRows; ++j) lane_row[j] = LaneRow(j);
   const __m512i to_rows = _mm512_load_si512(lane_row);
-  const auto mask = static_cast<__mmask16>((1u << num_rows) - 1);
-  for (int t = 0; t < n; ++t) {
-    _mm512_mask_storeu_ps(y + t * y_stride, mask, _mm512_permutexvar_ps(to_rows, acc[t]));
+  for (int q = 0; q < S; ++q) {
+    const int rows = std::min(kGemvRows, num_rows - q * kGemvRows);
+    const auto mask = static_cast<__mmask16>((1u << rows) - 1);
+    for (int t = 0; t < n; ++t) {
+      _mm512_mask_storeu_ps(y + t * y_stride + q * kGemvRows, mask,
+                            _mm512_permutexvar_ps(to_rows, acc[q * kLanesMaxTokens + t]));
+    }
   }
 }
 
@@ -292,11 +347,19 @@ KVSERVE_MATMUL_VNNI void LanesRows(const WeightMatrix& w, const internal::QuantA
   const auto* base = static_cast<const uint8_t*>(w.data);
   // The first tile was asked for by no earlier tile: ask for all of it at once rather than
   // wait for its blocks one after another.
+  constexpr int kTileRows = F::kSets * kGemvRows;
   PrefetchSpan(base + row_begin * row_bytes,
-               base + std::min(row_end, row_begin + kGemvRows) * row_bytes);
-  for (int64_t r = row_begin; r < row_end; r += kGemvRows) {
-    const int num_rows = static_cast<int>(std::min<int64_t>(kGemvRows, row_end - r));
-    LanesTile<F>(base + r * row_bytes, row_bytes, num_rows, blocks, lt, n,
-                 y + t_begin * w.rows + r, w.rows);
+               base + std::min<int64_t>(row_end, row_begin + kTileRows) * row_bytes);
+  for (int64_t r = row_begin; r < row_end;) {
+    const int num_rows = static_cast<int>(std::min<int64_t>(kTileRows, row_end - r));
+    float* y_rows = y + t_begin * w.rows + r;
+    if (F::kSets == 2 && num_rows > kGemvRows) {
+      LanesTile<F, 2>(base + r * row_bytes, row_bytes, num_rows, blocks, lt, n, y_rows, w.rows);
+      r += num_rows;
+    } else {
+      const int rows = std::min(kGemvRows, num_rows);
+      LanesTile<F, 1>(base + r * row_bytes, row_bytes, rows, blocks, lt, n, y_rows, w.rows);
+      r += rows;
+    }
   }
 }

@@ -20,10 +20,20 @@
 // Numerics: attention.h's contract (no window, no softcap, no sinks) for the kv head of
 // latent_dim values: a query's result depends only on its position and the cached rows, never
 // on the batch, the chunking, the thread count or the SIMD target.
+//
+// Decode rows (MlaDecodePath): a step whose sequences all decode one token, over F16 rows in
+// blocks of a multiple of 16 positions, with latent_dim and kv_lora_rank multiples of 16, on
+// AVX-512, runs a kernel of its own (mla_attention-inl.h) instead: one work item per
+// sequence (claimed dynamically, all its heads), each 16-row chunk read in place from the
+// cache (no f32 copy) by 4 query heads at a time, the next chunks requested ahead (also
+// across sequences), the same operations per query as PagedAttention's, so the same bits.
+// Steps with fewer than kMlaDecodeMinSeqsPerThread sequences per thread and a context past
+// one 256-position partition stay on PagedAttention, which splits partitions over threads.
 #pragma once
 
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "core/thread_pool.h"
 #include "kernels/cpu/attention.h"
@@ -53,7 +63,18 @@ class MlaScratch {
   AttentionShape attention_shape_;
   AttentionScratch attention_;
   tensor::PagedKvView view_;  // one layer: K = V = the latent rows of the layer of a call
+  int64_t states_per_thread_;  // the decode path's softmax states: 2 x heads x (latent_dim + 32)
+  std::vector<float> states_;
 };
+
+// Decode steps with fewer sequences than this per thread (and a context past one partition)
+// run on PagedAttention, which splits each sequence's partitions over the threads.
+inline constexpr int kMlaDecodeMinSeqsPerThread = 4;
+
+// Whether MlaAttention runs this step of `threads` threads on the decode path (above; on the
+// current SIMD target). For tests and benchmarks; the result is the same bits either way.
+bool MlaDecodePath(const MlaShape& shape, const tensor::PagedLatentView& latent,
+                   std::span<const AttentionSequence> seqs, int threads);
 
 // Quantizes this step's latent rows (rows, latent.latent_elems) into entry slots of `layer`
 // (compress_ratio 1: the entry of position p is block_table[p / block_size], slot
