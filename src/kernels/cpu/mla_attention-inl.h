@@ -22,10 +22,17 @@ namespace kvserve::kernels::HWY_NAMESPACE {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 inline constexpr bool kMlaDecode = true;
 
-// Requests `bytes` from p into L1 (kHint 0) or L2 (kHint 1).
+// Requests `bytes` from p into L1 (kHint 0) or L2 (kHint 1): slice `slice` of `slices` of
+// its lines (all of them: 0 of 1).
 template <int kHint>
-HWY_INLINE void PrefetchBytes(const std::byte* p, size_t bytes) {
-  for (size_t b = 0; b < bytes; b += 64) PrefetchLine<kHint>(reinterpret_cast<const char*>(p) + b);
+HWY_INLINE void PrefetchBytes(const std::byte* p, size_t bytes, int slice = 0, int slices = 1) {
+  if (p == nullptr) return;
+  const size_t lines = (bytes + 63) / 64;
+  const size_t per = (lines + slices - 1) / slices;
+  const size_t end = std::min(lines, per * (slice + 1));
+  for (size_t l = per * slice; l < end; ++l) {
+    PrefetchLine<kHint>(reinterpret_cast<const char*>(p) + 64 * l);
+  }
 }
 
 // The chunks a thread walks: those of its current sequence, then of the next it claimed.
@@ -78,16 +85,16 @@ HWY_INLINE void MlaDecodeSequence(const internal::MlaCall& c, const MlaWalk& wal
   const float* q = c.q + seq.first_row * heads * dim;
   ResetStates(total, heads, sf, dim);
   int32_t k = 0;  // chunk of the walk
+  const int passes = heads / 4 + heads % 4 / 2 + heads % 2;  // head passes per chunk
   for (int32_t part0 = 0; part0 <= pos; part0 += kPartition) {
     ResetStates(part, heads, sf, dim);
     for (int32_t c0 = part0; c0 <= pos && c0 < part0 + kPartition; c0 += kChunk, ++k) {
-      size_t bytes = 0;
-      if (const std::byte* near = walk.Chunk(k + kMlaNearChunks, &bytes)) {
-        PrefetchBytes<0>(near, bytes);
-      }
-      if (const std::byte* far = walk.Chunk(k + kMlaFarChunks, &bytes)) {
-        PrefetchBytes<1>(far, bytes);
-      }
+      // The next chunks' requests spread over the passes, so that fewer wait for a free
+      // miss buffer at once.
+      size_t near_bytes = 0, far_bytes = 0;
+      const std::byte* near = walk.Chunk(k + kMlaNearChunks, &near_bytes);
+      const std::byte* far = walk.Chunk(k + kMlaFarChunks, &far_bytes);
+      int pass = 0;
       const auto* rows = reinterpret_cast<const uint16_t*>(
           v.LatentRow(c.layer, seq.block_table[c0 / v.block_size], c0 % v.block_size));
       const int b = std::min(kChunk, pos + 1 - c0);
@@ -95,6 +102,8 @@ HWY_INLINE void MlaDecodeSequence(const internal::MlaCall& c, const MlaWalk& wal
         const float* qs[kMlaHeadsPerPass];
         float* ss[kMlaHeadsPerPass];
         const int n = heads - h >= 4 ? 4 : heads - h >= 2 ? 2 : 1;
+        PrefetchBytes<0>(near, near_bytes, pass, passes);
+        PrefetchBytes<1>(far, far_bytes, pass++, passes);
         for (int i = 0; i < n; ++i, ++h) {
           qs[i] = q + static_cast<int64_t>(h) * dim;
           ss[i] = part + static_cast<int64_t>(h) * sf;
