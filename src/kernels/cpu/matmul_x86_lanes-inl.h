@@ -323,7 +323,8 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
 }
 
 // Rows [row_begin, row_end) x tokens [t_begin, t_end) (at most kLanesMaxTokens) of a kHasLanes
-// format, 16 rows at a time. The corrections go to a per-thread buffer that grows, never shrinks.
+// format, tiles of F::kSets sets of 16 rows (a last 16 rows or fewer as one set). The corrections
+// go to a per-thread buffer that grows, never shrinks.
 template <tensor::DType kType>
 KVSERVE_MATMUL_VNNI void LanesRows(const WeightMatrix& w, const internal::QuantActivations& act,
                                    float* y, int64_t row_begin, int64_t row_end, int64_t t_begin,
