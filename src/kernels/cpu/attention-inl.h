@@ -368,9 +368,10 @@ HWY_INLINE void UpdateChunks(const float* const* q, float* const* state, const T
 // (values[h] + j * kDims): the heads' accumulators are independent chains, interleaved so that
 // their FMA latencies overlap. alpha[i] multiplies unconditionally (x * 1 is x: the same bits
 // as skipping it).
-template <int kH, int kG, int kV, int kDims, bool kFull>
+template <int kH, int kG, int kV, int kDims, bool kFull, typename Tick>
 HWY_INLINE void AccumulateHeads(float* const* acc, int offset, const uint16_t* const* values,
-                                const float (*p)[kLanes], const VF* alpha, int a, int b) {
+                                const float (*p)[kLanes], const VF* alpha, int a, int b,
+                                const Tick& tick) {
   const DF d;
   constexpr int kQ = kH * kG;
   VF sum[kQ][kV];
@@ -382,6 +383,7 @@ HWY_INLINE void AccumulateHeads(float* const* acc, int offset, const uint16_t* c
   const int j_begin = kFull ? 0 : a;
   const int j_end = kFull ? kChunk : b;
   for (int j = j_begin; j < j_end; ++j) {
+    if (j % 4 == 0) tick();
     for (int h = 0; h < kH; ++h) {
       const uint16_t* row = values[h] + static_cast<int64_t>(j) * kDims + offset;
       VF value[kV];
@@ -402,17 +404,21 @@ HWY_INLINE void AccumulateHeads(float* const* acc, int offset, const uint16_t* c
 // h * kG + g reads head h), all seeing the chunk's keys [a, b). The same operations per query
 // as UpdateChunks, so the same bits; but the heads' chains (scores, softmax, values) are
 // independent and written side by side so that they overlap, and no step branches on the
-// data (alpha == 1 is a select, its multiplies are exact).
-template <int kH, int kG, int kDims>
+// data (alpha == 1 is a select, its multiplies are exact). tick() runs before each head's
+// scores and before every 4th value row of the first value pass (DecodeHeads spreads its
+// prefetches over them).
+template <int kH, int kG, int kDims, typename Tick>
 HWY_INLINE void UpdateHeadsF16(const float* const* q, float* const* state,
                                const uint16_t* const* keys, const uint16_t* const* values,
-                               float scale, int a, int b, float softcap, int padded_vd) {
+                               float scale, int a, int b, float softcap, int padded_vd,
+                               const Tick& tick) {
   static_assert(kVecs == 1, "one AVX-512 vector holds 16 lanes");
   constexpr int kQ = kH * kG;
   const DF d;
   const hn::RebindToSigned<DF> di;
   VF scores[kQ][kVecs];
   for (int h = 0; h < kH; ++h) {  // one query alone keeps its q and lane sums in registers
+    tick();
     if constexpr (kG == 1) {
       Scores<kDims>(q[h], keys[h], kDims, scale, scores[h]);
     } else {
@@ -447,16 +453,21 @@ HWY_INLINE void UpdateHeadsF16(const float* const* q, float* const* state,
   }
   const int values_end = padded_vd > 0 ? padded_vd : kDims;
   const bool full = a == 0 && b == kChunk;
+  auto none = [] {};
   int c = 0;
   for (; c + 4 * static_cast<int>(kN) <= values_end; c += 4 * kN) {
-    if (full) {
-      AccumulateHeads<kH, kG, 4, kDims, true>(state, c, values, p, alpha, a, b);
+    if (full && c == 0) {
+      AccumulateHeads<kH, kG, 4, kDims, true>(state, c, values, p, alpha, a, b, tick);
+    } else if (full) {
+      AccumulateHeads<kH, kG, 4, kDims, true>(state, c, values, p, alpha, a, b, none);
+    } else if (c == 0) {
+      AccumulateHeads<kH, kG, 4, kDims, false>(state, c, values, p, alpha, a, b, tick);
     } else {
-      AccumulateHeads<kH, kG, 4, kDims, false>(state, c, values, p, alpha, a, b);
+      AccumulateHeads<kH, kG, 4, kDims, false>(state, c, values, p, alpha, a, b, none);
     }
   }
   for (; c < values_end; c += kN) {
-    AccumulateHeads<kH, kG, 1, kDims, false>(state, c, values, p, alpha, a, b);
+    AccumulateHeads<kH, kG, 1, kDims, false>(state, c, values, p, alpha, a, b, none);
   }
 }
 #endif

@@ -47,7 +47,9 @@
 // used (the same floats as the tile: the same bits). A decode row (one token) at 64 or 128
 // dims with 1, 2 or 4 queries per kv head runs 4 queries of 4, 2 or 1 kv heads through a chunk
 // in one straight-line step (UpdateHeadsF16, attention-inl.h): the heads' score, softmax and
-// value chains are independent, so their latencies overlap instead of adding up.
+// value chains are independent, so their latencies overlap instead of adding up. Such a walk
+// requests its K/V ahead into L2 and L1 (DecodePrefetch, attention_item-inl.h) a few lines at
+// a time between the step's loops, so that the arithmetic runs while the lines stream in.
 // Queries of a kv head that see the same keys of a chunk share its loads: on AVX-512 up to 4
 // of them compute their scores together in register tiles of 4 keys; on other targets an item
 // with at least 4 queries of a kv head transposes the chunk's keys once, so that its scores are

@@ -19,7 +19,8 @@ constexpr int32_t kPrefetchChunks = 4;  // chunks of K/V requested ahead of the 
 // A decode walk (DecodeHeads) requests its (chunk, head) steps' K/V into L2 kDecodeFarSteps
 // steps ahead and into L1 kDecodeNearSteps ahead: the L1's few miss buffers then wait on L2
 // hits, not on memory (prefetching 4 steps ahead into L1 alone streamed 11-21% slower from
-// memory on AMD Zen 5, docs/PERFORMANCE.md).
+// memory on AMD Zen 5, docs/PERFORMANCE.md). The requests are spread over each step's
+// arithmetic (DecodeHeads), not issued as one burst before it.
 constexpr int kDecodeNearSteps = 1;
 constexpr int kDecodeFarSteps = 16;
 constexpr int kTransposeMinQueries = 4;  // queries of an item from which key tiles are transposed
@@ -140,38 +141,49 @@ HWY_INLINE void UpdateHead(const internal::AttentionCall& c, const AttentionScra
 
 // The prefetch of a decode walk (DecodeHeads): a cursor over its (chunk, head) steps, in walk
 // order, that requests each step's K and V (the head's 16 slots: one run each, the chunk lies
-// in one block). Advance(n) requests the next n steps; kHint 0 into L1 (prefetcht0), 1 into
-// L2 (prefetcht1).
+// in one block), a line of K and the same line of V at a time. Lines(n) requests the next n
+// of those line pairs (a step has lines() of them); kHint 0 into L1 (prefetcht0), 1 into L2
+// (prefetcht1).
 struct DecodePrefetch {
   DecodePrefetch(const tensor::PagedKvView& kv, int layer, std::span<const int32_t> table,
                  int kv_head, int heads, int32_t end, int32_t c0)
       : kv_(&kv), layer_(layer), table_(table), kv_head_(kv_head), heads_(heads), end_(end),
-        c0_(c0), bytes_(static_cast<size_t>(kChunk) * kv.segment_bytes),
-        head_stride_(static_cast<size_t>(kv.block_size) * kv.segment_bytes) {}
+        c0_(c0), lines_(static_cast<int>((kChunk * kv.segment_bytes + 63) / 64)),
+        head_stride_(static_cast<size_t>(kv.block_size) * kv.segment_bytes) {
+    if (c0_ < end_) Seek();
+  }
+
+  int lines() const { return lines_; }
 
   template <int kHint>
-  void Advance(int n) {
-    for (int k = 0; k < n && c0_ < end_; ++k) {
-      if (h_ == 0) {
-        const int32_t block = table_[c0_ / kv_->block_size];
-        const int slot = c0_ % kv_->block_size;
-        k_ = reinterpret_cast<const char*>(kv_->KSegment(layer_, block, slot, kv_head_));
-        v_ = reinterpret_cast<const char*>(kv_->VSegment(layer_, block, slot, kv_head_));
+  void Lines(int n) {
+    while (n > 0 && c0_ < end_) {
+      const int stop = std::min(lines_, line_ + n);
+      n -= stop - line_;
+      for (; line_ < stop; ++line_) {
+        PrefetchLine<kHint>(k_ + 64 * line_);
+        PrefetchLine<kHint>(v_ + 64 * line_);
       }
-      for (size_t b = 0; b < bytes_; b += 64) {
-        PrefetchLine<kHint>(k_ + b);
-        PrefetchLine<kHint>(v_ + b);
-      }
+      if (line_ < lines_) return;
+      line_ = 0;
       k_ += head_stride_;
       v_ += head_stride_;
       if (++h_ == heads_) {
         h_ = 0;
         c0_ += kChunk;
+        if (c0_ < end_) Seek();
       }
     }
   }
 
  private:
+  void Seek() {  // k_, v_: the first head's K and V of the chunk at c0_
+    const int32_t block = table_[c0_ / kv_->block_size];
+    const int slot = c0_ % kv_->block_size;
+    k_ = reinterpret_cast<const char*>(kv_->KSegment(layer_, block, slot, kv_head_));
+    v_ = reinterpret_cast<const char*>(kv_->VSegment(layer_, block, slot, kv_head_));
+  }
+
   const tensor::PagedKvView* kv_;
   int layer_;
   std::span<const int32_t> table_;
@@ -180,7 +192,8 @@ struct DecodePrefetch {
   int32_t end_;   // positions past the walk
   int32_t c0_;    // the chunk of the next step
   int h_ = 0;     // its head, from kv_head_
-  size_t bytes_;  // a head's K (or V) of one chunk
+  int lines_;     // line pairs of a step: a head's K (and V) of one chunk, in cache lines
+  int line_ = 0;  // the next one in the step
   size_t head_stride_;
   const char* k_ = nullptr;  // the next step's K and V
   const char* v_ = nullptr;
@@ -189,11 +202,16 @@ struct DecodePrefetch {
 #if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
 // A decode row (item.count == 1) through the chunk at c0 (visible keys [lo, hi)) for item
 // heads [h0, h0 + n), n <= 4 / kG, their F16 K/V read in place from the block at `slot`:
-// UpdateHeadsF16 on up to 4 queries at once (kG: the GQA group).
+// UpdateHeadsF16 on up to 4 queries at once (kG: the GQA group). The walk's prefetches for
+// these n steps (n * lines() line pairs per cursor) are spread over the step's loops, a slice
+// before each head's scores and every 4 value rows (n + 4 slices), instead of one burst before
+// it: a burst of 2 x 64 lines per step fills the miss queues and the reorder buffer with
+// prefetches that wait, so the arithmetic behind them waited too.
 template <int kG, int kDims>
 HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScratch::Item& item,
                             AttentionScratch::Thread& t, float* states, int32_t block, int slot,
-                            int h0, int n, int a, int b) {
+                            int h0, int n, int a, int b, DecodePrefetch& near,
+                            DecodePrefetch& far) {
   const tensor::PagedKvView& kv = *c.kv;
   const int sf = c.scratch->state_floats();
   const float softcap = c.shape->softcap.value_or(0.0f);
@@ -212,9 +230,19 @@ HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScr
       ss[h * kG + g] = states + static_cast<int64_t>(i) * sf;
     }
   }
+  const int total = n * near.lines();
+  const int slices = n + 4;
+  int sliced = 0;
+  int issued = 0;
+  auto tick = [&]() HWY_ATTR {
+    const int target = total * ++sliced / slices;
+    near.Lines<0>(target - issued);
+    far.Lines<1>(target - issued);
+    issued = target;
+  };
   auto run = [&](auto heads) HWY_ATTR {
     UpdateHeadsF16<decltype(heads)::value, kG, kDims>(qs, ss, ks, vs, c.shape->scale, a, b,
-                                                      softcap, padded_vd);
+                                                      softcap, padded_vd, tick);
   };
   switch (n) {
     case 4:
@@ -230,6 +258,8 @@ HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScr
       run(std::integral_constant<int, 1>());
       break;
   }
+  near.Lines<0>(total - issued);  // the slices a chunk's hidden rows skipped
+  far.Lines<1>(total - issued);
 }
 
 // DecodeHeads for the item's group and padded_hd. note: 1, 2 or 4 queries per kv head and 64
@@ -237,14 +267,14 @@ HWY_INLINE void DecodeHeads(const internal::AttentionCall& c, const AttentionScr
 HWY_INLINE void DecodeHeadsFor(int group, int padded_hd, const internal::AttentionCall& c,
                                const AttentionScratch::Item& item, AttentionScratch::Thread& t,
                                float* states, int32_t block, int slot, int h0, int n, int a,
-                               int b) {
+                               int b, DecodePrefetch& near, DecodePrefetch& far) {
   switch (group * 1000 + padded_hd) {
-    case 1064: return DecodeHeads<1, 64>(c, item, t, states, block, slot, h0, n, a, b);
-    case 2064: return DecodeHeads<2, 64>(c, item, t, states, block, slot, h0, n, a, b);
-    case 4064: return DecodeHeads<4, 64>(c, item, t, states, block, slot, h0, n, a, b);
-    case 1128: return DecodeHeads<1, 128>(c, item, t, states, block, slot, h0, n, a, b);
-    case 2128: return DecodeHeads<2, 128>(c, item, t, states, block, slot, h0, n, a, b);
-    case 4128: return DecodeHeads<4, 128>(c, item, t, states, block, slot, h0, n, a, b);
+    case 1064: return DecodeHeads<1, 64>(c, item, t, states, block, slot, h0, n, a, b, near, far);
+    case 2064: return DecodeHeads<2, 64>(c, item, t, states, block, slot, h0, n, a, b, near, far);
+    case 4064: return DecodeHeads<4, 64>(c, item, t, states, block, slot, h0, n, a, b, near, far);
+    case 1128: return DecodeHeads<1, 128>(c, item, t, states, block, slot, h0, n, a, b, near, far);
+    case 2128: return DecodeHeads<2, 128>(c, item, t, states, block, slot, h0, n, a, b, near, far);
+    case 4128: return DecodeHeads<4, 128>(c, item, t, states, block, slot, h0, n, a, b, near, far);
     default: CHECK(false) << "no DecodeHeads for group " << group << ", " << padded_hd << " dims";
   }
 }
@@ -312,8 +342,8 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
                       chunk_lo);
   DecodePrefetch far = near;
   if (decode_heads > 0) {
-    near.Advance<0>(kDecodeNearSteps);
-    far.Advance<1>(kDecodeFarSteps);
+    near.Lines<0>(kDecodeNearSteps * near.lines());
+    far.Lines<1>(kDecodeFarSteps * far.lines());
   } else {
     for (int s = 0; s < kPrefetchChunks; ++s) prefetch(s);
   }
@@ -337,9 +367,13 @@ HWY_INLINE void AttendItem(const internal::AttentionCall& c, const AttentionScra
         const int b = std::min(hi, pos0 + 1) - c0;
         for (int h = 0; h < item.heads; h += decode_heads) {
           const int n = std::min(decode_heads, item.heads - h);
-          near.Advance<0>(n);
-          far.Advance<1>(n);
-          if (a < b) DecodeHeadsFor(group, padded_hd, c, item, t, states, block, slot, h, n, a, b);
+          if (a < b) {
+            DecodeHeadsFor(group, padded_hd, c, item, t, states, block, slot, h, n, a, b, near,
+                           far);
+          } else {
+            near.Lines<0>(n * near.lines());
+            far.Lines<1>(n * far.lines());
+          }
         }
         continue;
       }
