@@ -145,9 +145,9 @@ Result<std::unique_ptr<Engine>> Engine::Create(std::unique_ptr<model::Model> mod
   kv::KvCacheManagerOptions options = kv_options;
   // Tier loads write blocks never written before: fault the arenas in now, not on the load.
   options.prefault_memory = options.prefault_memory || config.offload.has_value();
-  // And the first step's blocks in any case, as llama.cpp clears its context's KV buffer
-  // before the first request: the first prompt's K/V writes then take no page fault.
-  options.prefault_tokens = config.max_num_batched_tokens;
+  // And the first step's blocks in any case (more when asked), as llama.cpp clears its
+  // context's KV buffer before the first request: those K/V writes then take no page fault.
+  options.prefault_tokens = std::max(config.max_num_batched_tokens, config.prefault_kv_tokens);
   KV_ASSIGN_OR_RETURN(std::unique_ptr<kv::KvCacheManager> kv,
                       kv::KvCacheManager::Create(kv_config, budget, options));
   for (const std::string& line : kv::FormatCapacityReport(kv_config, kv->capacity())) {

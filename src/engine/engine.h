@@ -50,6 +50,10 @@ struct EngineConfig {
   std::string kv_cache_dtype = "auto";     // --kv-cache-dtype
   bool enable_prefix_caching = true;       // --enable-prefix-caching / --no-enable-prefix-caching
   std::optional<int> num_threads;          // --threads; default: all cores
+  // KV tokens per group made resident when the engine starts, beyond one step's worth
+  // (max_num_batched_tokens, always): `bench throughput` passes its whole workload, as
+  // llama.cpp clears its context's whole KV buffer before the first request.
+  int64_t prefault_kv_tokens = 0;
   // --kv-transfer-config / --kv-offloading-size: KV tiers below the device pool (needs
   // prefix caching).
   std::optional<offload::OffloadConfig> offload;

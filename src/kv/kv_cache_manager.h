@@ -74,8 +74,8 @@ struct KvCacheManagerOptions {
   // Without prefault_memory: make resident at creation the blocks that the first
   // prefault_tokens tokens of each group take (ceil(tokens / block_size) + 1 blocks, in the
   // free queue's first order), so the first step's K/V writes take no page fault: what a
-  // server's first requests would otherwise pay in TTFT. The engine passes its
-  // max_num_batched_tokens (one step's worth); 0 for none.
+  // server's first requests would otherwise pay in TTFT. The engine passes the larger of its
+  // max_num_batched_tokens (one step's worth) and EngineConfig::prefault_kv_tokens; 0 for none.
   int64_t prefault_tokens = 0;
   ModelFingerprint fingerprint;  // namespaces the block hashes
 };
@@ -92,6 +92,10 @@ class KvCacheManager {
 
   const KvCacheConfig& config() const { return config_; }
   const KvCapacity& capacity() const { return capacity_; }
+  // What creation made resident (KvCacheManagerOptions::prefault_memory / prefault_tokens):
+  // bytes over all groups, and the seconds it took.
+  int64_t prefaulted_bytes() const { return prefaulted_bytes_; }
+  double prefault_seconds() const { return prefault_seconds_; }
   int num_groups() const { return static_cast<int>(groups_.size()); }
   bool prefix_caching_enabled() const { return options_.enable_prefix_caching; }
 
@@ -179,6 +183,8 @@ class KvCacheManager {
   std::unordered_map<RequestId, RequestState> requests_;
   int64_t prefix_query_tokens_ = 0;
   int64_t prefix_hit_tokens_ = 0;
+  int64_t prefaulted_bytes_ = 0;
+  double prefault_seconds_ = 0;
   GroupEvictionCallback on_computed_;
   std::vector<std::pair<BlockId, BlockHash>> registered_;  // scratch for on_computed_
 };

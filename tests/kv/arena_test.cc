@@ -7,6 +7,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -52,11 +53,15 @@ TEST(KvArenaTest, ManagerPrefaultsEveryGroupWhenAsked) {
   options.fingerprint = testing::TestFingerprint(config);
   auto m = KvCacheManager::Create(config, 8 << 20, options);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
+  int64_t bytes = 0;
   for (int g = 0; g < (*m)->num_groups(); ++g) {
     const KvArena& arena = (*m)->arena(g);
     int64_t total = 0;
     EXPECT_EQ(ResidentPages(arena.data(), arena.allocated_bytes(), &total), total) << g;
+    bytes += arena.allocated_bytes();
   }
+  EXPECT_EQ((*m)->prefaulted_bytes(), bytes);
+  EXPECT_GE((*m)->prefault_seconds(), 0.0);
 }
 
 TEST(KvArenaTest, ManagerPrefaultsTheFirstStepsBlocksOnly) {
@@ -67,8 +72,10 @@ TEST(KvArenaTest, ManagerPrefaultsTheFirstStepsBlocksOnly) {
   auto m = KvCacheManager::Create(config, 256 << 20, options);
   ASSERT_TRUE(m.ok()) << m.status().ToString();
   int big_groups = 0;
+  int64_t bytes = 0;
   for (int g = 0; g < (*m)->num_groups(); ++g) {
     const KvArena& arena = (*m)->arena(g);
+    bytes += std::min<int64_t>(8, arena.num_blocks()) * arena.block_bytes();
     int64_t first = 0, all = 0;
     EXPECT_EQ(ResidentPages(arena.data(), 8 * arena.block_bytes(), &first), first) << g;
     // Where the arena is big, the first blocks' (huge) pages are a small part of it.
@@ -78,6 +85,18 @@ TEST(KvArenaTest, ManagerPrefaultsTheFirstStepsBlocksOnly) {
     EXPECT_LT(resident, all / 2) << g;
   }
   EXPECT_GT(big_groups, 0);
+  EXPECT_EQ((*m)->prefaulted_bytes(), bytes);  // what creation reports (bench throughput prints it)
+}
+
+TEST(KvArenaTest, BookkeepingOnlyManagerPrefaultsNothing) {
+  const KvCacheConfig config = testing::V41Like(16, 512);
+  KvCacheManagerOptions options;
+  options.allocate_memory = false;
+  options.prefault_tokens = 100;
+  options.fingerprint = testing::TestFingerprint(config);
+  auto m = KvCacheManager::Create(config, 256 << 20, options);
+  ASSERT_TRUE(m.ok()) << m.status().ToString();
+  EXPECT_EQ((*m)->prefaulted_bytes(), 0);
 }
 
 }  // namespace
