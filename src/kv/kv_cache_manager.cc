@@ -17,22 +17,26 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
                                KvCacheManagerOptions options)
     : config_(std::move(config)), capacity_(std::move(capacity)), options_(std::move(options)) {
   root_hash_ = RootHash(options_.fingerprint);
-  const auto start = std::chrono::steady_clock::now();
   const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  // Blocks each group makes resident now (capped by its size): all, or those the first
+  // prefault_tokens tokens take, + 1 for the null block (the free queue hands out ids in order).
+  int64_t prefault_blocks = 0;
+  if (options_.prefault_memory) {
+    prefault_blocks = std::numeric_limits<int64_t>::max();
+  } else if (options_.prefault_tokens > 0) {
+    prefault_blocks = (options_.prefault_tokens + config_.block_size - 1) / config_.block_size + 1;
+  }
   for (size_t g = 0; g < config_.groups.size(); ++g) {
     const GroupCapacity& gc = capacity_.groups[g];
     Group group;
     group.arena =
         std::make_unique<KvArena>(gc.block_bytes, gc.num_blocks, options_.allocate_memory);
     if (options_.allocate_memory) {
-      const int64_t first_tokens_blocks =
-          options_.prefault_tokens > 0
-              ? (options_.prefault_tokens + config_.block_size - 1) / config_.block_size + 1
-              : 0;
-      const int64_t blocks = options_.prefault_memory
-                                 ? gc.num_blocks
-                                 : std::min<int64_t>(gc.num_blocks, first_tokens_blocks);
+      const int64_t blocks = std::min<int64_t>(gc.num_blocks, prefault_blocks);
+      const auto start = std::chrono::steady_clock::now();
       group.arena->PrefaultBlocks(blocks, threads);
+      prefault_seconds_ +=
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       prefaulted_bytes_ += blocks * gc.block_bytes;
     }
     group.pool = std::make_unique<BlockPool>(static_cast<int32_t>(gc.num_blocks),
@@ -40,8 +44,6 @@ KvCacheManager::KvCacheManager(KvCacheConfig config, KvCapacity capacity,
     group.manager = MakeGroupManager(config_.groups[g].spec, config_.block_size, group.pool.get());
     groups_.push_back(std::move(group));
   }
-  prefault_seconds_ =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (options_.prefault_memory && prefaulted_bytes_ > 0) {
     KV_LOG(INFO, "KV arenas: {} made resident in {:.0f} ms (prefault for tier loads)",
            FormatBytes(static_cast<uint64_t>(prefaulted_bytes_)), prefault_seconds_ * 1e3);
