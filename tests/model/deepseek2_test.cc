@@ -58,7 +58,7 @@ std::string WriteModel(const std::string& preset, tensor::DType type) {
   weights.norm_spread = 0.2f;
   Result<gguf::GgufWriter> w = Deepseek2RandomWriter(*spec, weights);
   CHECK(w.ok()) << w.status().ToString();
-  const std::string path = kvserve::testing::TempPath("ds2_") + preset + ".gguf";
+  const std::string path = kvserve::testing::TempPath("ds2_" + preset + ".gguf");
   CHECK(w->Write(path).ok());
   return path;
 }
