@@ -54,6 +54,25 @@ struct LanesTokens {
   }
 };
 
+// The next tile's bytes for one block of this tile, asked for a part at a time over a pass's
+// sub-blocks (Part(s, parts): the s-th of `parts` slices) rather than all at once before it: a
+// burst of ~100 prefetches fills the core's miss buffers and stalls it until they drain.
+struct LanesAsk {
+  const uint8_t* begin = nullptr;  // null: nothing to ask for
+  int64_t bytes = 0;
+  int pass = 0, passes = 1;  // this pass of the block's passes: the slices are spread over all
+
+  HWY_INLINE void Part(int s, int parts) const {
+    if (begin == nullptr) return;
+    const int64_t lines = (bytes + 63) / 64, all = int64_t{parts} * passes,
+                  i = int64_t{pass} * parts + s;
+    const int64_t from = lines * i / all, to = lines * (i + 1) / all;
+    for (int64_t l = from; l < to; ++l) {
+      _mm_prefetch(reinterpret_cast<const char*>(begin + 64 * l), _MM_HINT_T0);
+    }
+  }
+};
+
 // The f16 in the low (shift 0) or high (16) half of the word at block0 + each row's offset, in
 // lane order (lane j: row LaneRow(j)), widened exactly.
 KVSERVE_MATMUL_VNNI HWY_INLINE __m512 GatherHalfLanes(const GemvRowSet& set,
@@ -73,6 +92,9 @@ struct LanesQ4K {
   // token) allowed passes of 4 tokens only, measured no faster than one set (docs/PERFORMANCE.md).
   static constexpr int kPass = 6;
   static constexpr int kSets = 2;
+  // The next tile's part asked for in one burst before the block's Load, not spread over the
+  // passes as Q6_K's: spread, the qwen3moe 16-sequence step's Q4_K rows took more CPU time.
+  static constexpr bool kSpreadAsk = false;
   static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
   struct Block {
     // [s][k]: values 4 k .. 4 k + 3 of sub-block s of each lane's row, from qs word 8 (s / 2) + k:
@@ -86,10 +108,9 @@ struct LanesQ4K {
   // Not inlined, as LanesQ6K::Load (GCC 12.2's internal compiler error in two-set tiles under
   // CI's ASan flags).
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                    int64_t b, const uint8_t* ask, Block& blk) {
+                                                    int64_t b, Block& blk) {
     constexpr int64_t kQs = 16;
     const int64_t block = kBytes * b;
-    PrefetchSpan(ask, ask + kGemvRows * kBytes);
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
     Q4KLaneScales(head[1], head[3], blk.scale);
@@ -123,12 +144,14 @@ struct LanesQ4K {
 
   template <int P, int S>
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block* blk, const LanesTokens& lt,
-                                                    int64_t b, int t0, __m512* acc) {
+                                                    int64_t b, int t0, __m512* acc,
+                                                    const LanesAsk& ask) {
     __m512i sum16[S][P];  // 16 I_b
     for (int q = 0; q < S; ++q) {
       for (int t = 0; t < P; ++t) sum16[q][t] = _mm512_setzero_si512();
     }
     for (int s = 0; s < 8; ++s) {
+      ask.Part(s, 8);
       __m512i p[S][P];  // sum over sub-block s of (value, times 16 for even s) * code
       for (int q = 0; q < S; ++q) {
         for (int t = 0; t < P; ++t) p[q][t] = _mm512_setzero_si512();
@@ -176,6 +199,8 @@ struct LanesQ6K {
   // products in registers.
   static constexpr int kPass = 6;
   static constexpr int kSets = 2;
+  // The next tile's part asked for a slice per sub-block over the block's passes (LanesAsk).
+  static constexpr bool kSpreadAsk = true;
   static constexpr int kCorrections = 16;  // -32 S_s, s < 16
   struct Block {
     __m512i u[64];      // word k: values 4k .. 4k + 3 of each lane's row, as u = q + 32
@@ -188,9 +213,8 @@ struct LanesQ6K {
   // -fsanitize=address,undefined (CI's ASan run); the call costs no measurable time
   // (docs/PERFORMANCE.md).
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                    int64_t b, const uint8_t* ask, Block& blk) {
+                                                    int64_t b, Block& blk) {
     const int64_t block = kBytes * b;
-    PrefetchSpan(ask, ask + kGemvRows * kBytes);
     const __m512i low4 = _mm512_set1_epi8(0x0F), bits45 = _mm512_set1_epi8(0x30);
     for (int h = 0; h < 2; ++h) {
       __m512i ql[4][4], qh[2][4];  // [16-byte group][word]
@@ -224,12 +248,14 @@ struct LanesQ6K {
 
   template <int P, int S>
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block* blk, const LanesTokens& lt,
-                                                    int64_t b, int t0, __m512* acc) {
+                                                    int64_t b, int t0, __m512* acc,
+                                                    const LanesAsk& ask) {
     __m512i ints[S][P];
     for (int q = 0; q < S; ++q) {
       for (int t = 0; t < P; ++t) ints[q][t] = _mm512_setzero_si512();
     }
     for (int s = 0; s < 16; ++s) {
+      ask.Part(s, 16);
       __m512i p[S][P];  // -32 S_s + sum u a = sum q a over the sub-block (|.| <= 16 * 32 * 127)
       for (int t = 0; t < P; ++t) {
         const __m512i corr = _mm512_set1_epi32(lt.Corr(t0 + t, b, kCorrections)[s]);
@@ -269,7 +295,8 @@ struct LanesFormat<tensor::DType::kQ6_K> : LanesQ6K {};
 // Pass<1, S> .. Pass<F::kPass, S>, by token count - 1.
 template <typename F, int S, size_t... kIdx>
 constexpr auto LanesPassTable(std::index_sequence<kIdx...>) {
-  using PassFn = void (*)(const typename F::Block*, const LanesTokens&, int64_t, int, __m512*);
+  using PassFn =
+      void (*)(const typename F::Block*, const LanesTokens&, int64_t, int, __m512*, const LanesAsk&);
   return std::array<PassFn, sizeof...(kIdx)>{&F::template Pass<static_cast<int>(kIdx) + 1, S>...};
 }
 
@@ -299,13 +326,20 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
   const uint8_t* next = row0 + NextTileDistance(row0, row_bytes, S * kGemvRows);
   typename F::Block blk[S];
   for (int64_t b = 0; b < blocks; ++b) {
+    const uint8_t* part = next + kGemvRows * F::kBytes * S * b;  // the next tile's part b
     for (int q = 0; q < S; ++q) {
-      F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b,
-              next + kGemvRows * F::kBytes * (S * b + q), blk[q]);
+      if constexpr (!F::kSpreadAsk) {
+        PrefetchSpan(part + kGemvRows * F::kBytes * q, part + kGemvRows * F::kBytes * (q + 1));
+      }
+      F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b, blk[q]);
     }
+    // The next tile's part for block b (its S sets' block b: S * 16 * kBytes contiguous bytes,
+    // the lines in address order), asked for over the block's first pass.
     for (int p = 0, t0 = 0; p < num_passes; ++p) {
       const int count = (n - t0) / (num_passes - p);
-      kPasses[count - 1](blk, lt, b, t0, acc + t0);
+      const LanesAsk ask =
+          F::kSpreadAsk ? LanesAsk{part, S * kGemvRows * F::kBytes, p, num_passes} : LanesAsk{};
+      kPasses[count - 1](blk, lt, b, t0, acc + t0, ask);
       t0 += count;
     }
   }
