@@ -92,8 +92,8 @@ struct LanesQ4K {
   // token) allowed passes of 4 tokens only, measured no faster than one set (docs/PERFORMANCE.md).
   static constexpr int kPass = 6;
   static constexpr int kSets = 2;
-  // The next tile's part asked for in one burst before the block's Load, not spread over the
-  // passes as Q6_K's: spread, the qwen3moe 16-sequence step's Q4_K rows took more CPU time.
+  // The next tile's part asked for in one burst before the block's Load: spread over the
+  // passes as Q6_K's, the 16-sequence steps' Q4_K rows were no faster (docs/PERFORMANCE.md).
   static constexpr bool kSpreadAsk = false;
   static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
   struct Block {
@@ -199,7 +199,8 @@ struct LanesQ6K {
   // products in registers.
   static constexpr int kPass = 6;
   static constexpr int kSets = 2;
-  // The next tile's part asked for a slice per sub-block over the block's passes (LanesAsk).
+  // The next tile's part asked for a slice per sub-block over the block's passes (LanesAsk):
+  // qwen2moe's 16-sequence step's dense rows 12.6 -> 10.8 ms of CPU (docs/PERFORMANCE.md).
   static constexpr bool kSpreadAsk = true;
   static constexpr int kCorrections = 16;  // -32 S_s, s < 16
   struct Block {
@@ -320,9 +321,10 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
     for (int t = 0; t < n; ++t) acc[q * kLanesMaxTokens + t] = _mm512_setzero_ps();
   }
   // The next tile's bytes (S * 16 rows, contiguous) stream in while this one computes: while
-  // block b is read, part b of them, the lines in address order (PrefetchSpan). Against asking
-  // for each of the next tile's rows' block b (the same lines in 16 strided runs): 32000 x 1024
-  // Q6_K at 16 tokens with the weights from memory 1.2-1.35x faster (BM_MatMulCold, AMD Zen 5).
+  // block b is read, part b of them, the lines in address order (before the block's Load, or
+  // over its passes: F::kSpreadAsk). Against asking for each of the next tile's rows' block b
+  // (the same lines in 16 strided runs): 32000 x 1024 Q6_K at 16 tokens with the weights from
+  // memory 1.2-1.35x faster (BM_MatMulCold, AMD Zen 5).
   const uint8_t* next = row0 + NextTileDistance(row0, row_bytes, S * kGemvRows);
   typename F::Block blk[S];
   for (int64_t b = 0; b < blocks; ++b) {
@@ -333,8 +335,7 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
       }
       F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b, blk[q]);
     }
-    // The next tile's part for block b (its S sets' block b: S * 16 * kBytes contiguous bytes,
-    // the lines in address order), asked for over the block's first pass.
+    // Q6_K asks for the next tile's part b over the block's passes, a slice per sub-block.
     for (int p = 0, t0 = 0; p < num_passes; ++p) {
       const int count = (n - t0) / (num_passes - p);
       const LanesAsk ask =
