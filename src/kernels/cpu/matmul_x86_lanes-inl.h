@@ -92,7 +92,7 @@ struct LanesQ4K {
   // token) allowed passes of 4 tokens only, measured no faster than one set (docs/PERFORMANCE.md).
   static constexpr int kPass = 6;
   static constexpr int kSets = 2;
-  // The next tile's part asked for in one burst before the block's Load: spread over the
+  // The next tile's part (ask) asked for in one burst by the block's Load: spread over the
   // passes as Q6_K's, the 16-sequence steps' Q4_K rows were no faster (docs/PERFORMANCE.md).
   static constexpr bool kSpreadAsk = false;
   static constexpr int kCorrections = 4;  // S_{2p} | S_{2p + 1} << 16, p < 4
@@ -108,9 +108,10 @@ struct LanesQ4K {
   // Not inlined, as LanesQ6K::Load (GCC 12.2's internal compiler error in two-set tiles under
   // CI's ASan flags).
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Load(const GemvRowSet& set, const uint8_t* row0,
-                                                    int64_t b, Block& blk) {
+                                                    int64_t b, const uint8_t* ask, Block& blk) {
     constexpr int64_t kQs = 16;
     const int64_t block = kBytes * b;
+    PrefetchSpan(ask, ask + kGemvRows * kBytes);
     __m512i head[4];  // d | dmin << 16, scale bytes 0-3 (u0), 4-7 (u1), 8-11 (u2)
     TransposeRowWords(set, block, head);
     Q4KLaneScales(head[1], head[3], blk.scale);
@@ -330,10 +331,12 @@ KVSERVE_MATMUL_VNNI HWY_NOINLINE void LanesTile(const uint8_t* row0, int64_t row
   for (int64_t b = 0; b < blocks; ++b) {
     const uint8_t* part = next + kGemvRows * F::kBytes * S * b;  // the next tile's part b
     for (int q = 0; q < S; ++q) {
-      if constexpr (!F::kSpreadAsk) {
-        PrefetchSpan(part + kGemvRows * F::kBytes * q, part + kGemvRows * F::kBytes * (q + 1));
+      if constexpr (F::kSpreadAsk) {
+        F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b, blk[q]);
+      } else {  // the burst in the block's Load
+        F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b, part + kGemvRows * F::kBytes * q,
+                blk[q]);
       }
-      F::Load(sets[q], row0 + q * kGemvRows * row_bytes, b, blk[q]);
     }
     // Q6_K asks for the next tile's part b over the block's passes, a slice per sub-block.
     for (int p = 0, t0 = 0; p < num_passes; ++p) {
