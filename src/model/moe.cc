@@ -184,6 +184,8 @@ MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
       shared_g(t * c.shared_ffn_dim),
       shared_u(t * c.shared_ffn_dim),
       shared_out(c.shared_ffn_dim > 0 ? t * dim : 0),
+      xq(t, dim),
+      gathered(t, dim),
       dim(dim),
       lane_cols(std::max({dim, c.expert_ffn_dim, c.shared_ffn_dim})) {}
 
@@ -270,14 +272,25 @@ void AddBias(const float* bias, float* rows_data, int64_t rows, int64_t n) {
   for (int64_t r = 0; r < rows; ++r) kernels::AddInPlace(rows_data + r * n, bias, n);
 }
 
+// The expert's input rows: float (quantized by the matmul, once for gate and up), or quantized
+// already (MoeBuffers::xq, gathered).
+struct ExpertInput {
+  const float* x = nullptr;
+  const kernels::QuantizedRows* q = nullptr;
+};
+
 void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& up,
                const kernels::WeightMatrix& down, const ExpertBiases& bias,
-               ExpertActivation activation, const float* in, int64_t rows, float* g, float* u,
-               float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+               ExpertActivation activation, const ExpertInput& in, int64_t rows, float* g,
+               float* u, float* out, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t ffn = gate.rows;
   const kernels::MatMulOutput gate_up[] = {{&gate, g}, {&up, u}};
-  // `in` quantized once for both; each matrix's last rows prefetch the next one's first
-  kernels::MatMulMany(gate_up, in, rows, pool, scratch, down.data);
+  // each matrix's last rows prefetch the next one's first
+  if (in.q != nullptr) {
+    kernels::MatMulManyQuantized(gate_up, *in.q, rows, pool, scratch, down.data);
+  } else {
+    kernels::MatMulMany(gate_up, in.x, rows, pool, scratch, down.data);
+  }
   pool.ParallelFor(rows, [&](size_t begin, size_t end, int) {
     for (size_t r = begin; r < end; ++r) {
       if (activation == ExpertActivation::kSwigluOai) {  // the biases added in the same pass
@@ -292,33 +305,63 @@ void ExpertFfn(const kernels::WeightMatrix& gate, const kernels::WeightMatrix& u
   kernels::MatMul(down, g, rows, out, pool, scratch);
 }
 
-// Expert e over its sorted rows: their inputs (rows of xb) gathered into buf.in, the outputs
-// (before the down bias) in buf.out at the same rows, its gate / up rows at the same positions
-// of buf.gate / buf.up (ffn values each), so experts may run at once.
+// Expert e over its sorted rows: their inputs gathered, as quantized rows from buf.xq into
+// `gathered` when the expert's gate and up take them (buf.x_block > 0), as float rows of xb
+// into buf.in otherwise; the outputs (before the down bias) in buf.out at the same rows, its
+// gate / up rows at the same positions of buf.gate / buf.up (ffn values each), so experts may
+// run at once.
 void RunExpert(const MoeWeights& w, const MoeConfig& c, int64_t e, const float* xb,
-               MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
+               MoeBuffers& buf, MoeBuffers::QuantRows& gathered,
+               kernels::MatMulScratch& scratch, ThreadPool& pool) {
   const int64_t first = buf.offsets[e], rows = buf.offsets[e + 1] - first;
   if (rows == 0) return;
   const int64_t dim = buf.dim, ffn = c.expert_ffn_dim;
-  for (int64_t r = first; r < first + rows; ++r) {
-    std::copy_n(xb + buf.order[r] / c.top_k * dim, dim, buf.in.data() + r * dim);
+  ExpertInput in;
+  kernels::QuantizedRows q;
+  if (buf.x_block > 0 && kernels::MatMulTakesQuantizedRows(w.gate[e], rows) &&
+      kernels::MatMulTakesQuantizedRows(w.up[e], rows)) {
+    const int64_t blocks = dim / buf.x_block, sums = dim / 16;
+    for (int64_t r = 0; r < rows; ++r) {
+      const int64_t t = buf.order[first + r] / c.top_k;
+      std::copy_n(buf.xq.q.data() + t * dim, dim, gathered.q.data() + r * dim);
+      std::copy_n(buf.xq.d.data() + t * blocks, blocks, gathered.d.data() + r * blocks);
+      std::copy_n(buf.xq.sums.data() + t * sums, sums, gathered.sums.data() + r * sums);
+    }
+    q = {gathered.q.data(), gathered.d.data(), gathered.sums.data(), dim, buf.x_block};
+    in.q = &q;
+  } else {
+    for (int64_t r = first; r < first + rows; ++r) {
+      std::copy_n(xb + buf.order[r] / c.top_k * dim, dim, buf.in.data() + r * dim);
+    }
+    in.x = buf.in.data() + first * dim;
   }
   ExpertBiases bias;
   if (c.biases) {
     bias = {w.gate_bias + e * ffn, w.up_bias + e * ffn};
   }
-  ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, buf.in.data() + first * dim, rows,
+  ExpertFfn(w.gate[e], w.up[e], w.down[e], bias, c.activation, in, rows,
             buf.gate.data() + first * ffn, buf.up.data() + first * ffn,
             buf.out.data() + first * dim, scratch, pool);
 }
 
-// The shared experts (when the layer has them) over the n rows of xb: buf.shared_out, and
-// their gate's logits in buf.shared_gate.
+// The shared experts (when the layer has them) over the n rows of xb (buf.xq when their gate
+// and up take those): buf.shared_out, and their gate's logits in buf.shared_gate.
 void RunShared(const MoeWeights& w, const MoeConfig& c, int64_t n, const float* xb,
                MoeBuffers& buf, kernels::MatMulScratch& scratch, ThreadPool& pool) {
   if (c.shared_ffn_dim == 0) return;
-  ExpertFfn(w.shared_gate_up[0], w.shared_gate_up[1], w.shared_down, {}, c.activation, xb, n,
-            buf.shared_g.data(), buf.shared_u.data(), buf.shared_out.data(), scratch, pool);
+  ExpertInput in{xb, nullptr};
+  const kernels::QuantizedRows q{buf.xq.q.data(), buf.xq.d.data(), buf.xq.sums.data(), buf.dim,
+                                 buf.x_block};
+  const kernels::WeightMatrix* gate_up = w.shared_gate_up;
+  if (buf.x_block > 0 &&
+      kernels::MatMulActivationBlock(gate_up[0].dtype) == buf.x_block &&
+      kernels::MatMulActivationBlock(gate_up[1].dtype) == buf.x_block &&
+      kernels::MatMulTakesQuantizedRows(gate_up[0], n) &&
+      kernels::MatMulTakesQuantizedRows(gate_up[1], n)) {
+    in = {nullptr, &q};
+  }
+  ExpertFfn(gate_up[0], gate_up[1], w.shared_down, {}, c.activation, in, n, buf.shared_g.data(),
+            buf.shared_u.data(), buf.shared_out.data(), scratch, pool);
   if (c.shared_gate) kernels::MatMul(w.shared_gate, xb, n, buf.shared_gate.data(), pool, scratch);
 }
 
@@ -335,12 +378,15 @@ void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float*
   int64_t active = 0;
   for (int64_t e = 0; e < c.num_experts; ++e) active += buf.offsets[e + 1] > buf.offsets[e];
   if (threads == 1 || n > kWholeExpertMaxTokens || active < kWholeExpertsPerThread * threads) {
-    for (int64_t e = 0; e < c.num_experts; ++e) RunExpert(w, c, e, xb, buf, scratch, pool);
+    for (int64_t e = 0; e < c.num_experts; ++e) {
+      RunExpert(w, c, e, xb, buf, buf.gathered, scratch, pool);
+    }
     RunShared(w, c, n, xb, buf, scratch, pool);
     return;
   }
   while (std::ssize(buf.lanes) < threads) {
-    buf.lanes.push_back(std::make_unique<MoeBuffers::Lane>(kWholeExpertMaxTokens, buf.lane_cols));
+    buf.lanes.push_back(
+        std::make_unique<MoeBuffers::Lane>(kWholeExpertMaxTokens, buf.lane_cols, buf.dim));
   }
   // Claim order: the active experts by rows, most first (ties by index), so that a thread's
   // last expert is among the shortest and the threads finish close together.
@@ -359,10 +405,35 @@ void RunExperts(const MoeWeights& w, const MoeConfig& c, int64_t n, const float*
       if (i < shared) {
         RunShared(w, c, n, xb, buf, l.scratch, l.serial);
       } else {
-        RunExpert(w, c, buf.claim[i - shared], xb, buf, l.scratch, l.serial);
+        RunExpert(w, c, buf.claim[i - shared], xb, buf, l.gathered, l.scratch, l.serial);
       }
     }
   });
+}
+
+// Fewer rows than this are quantized on the calling thread (a pool call costs more).
+constexpr int64_t kParallelQuantizeRows = 8;
+
+// buf.xq = xb's n rows quantized for the experts' gate and up (buf.x_block their activation
+// block), or buf.x_block = 0 when those read float rows or quantize them differently.
+void QuantizeExpertInputs(const MoeWeights& w, int64_t n, const float* xb, MoeBuffers& buf,
+                          ThreadPool& pool) {
+  const tensor::DType dtype = w.gate[0].dtype;
+  const int64_t block = kernels::MatMulActivationBlock(dtype);
+  buf.x_block = block > 0 && kernels::MatMulActivationBlock(w.up[0].dtype) == block ? block : 0;
+  if (buf.x_block == 0) return;
+  const int64_t dim = buf.dim;
+  auto rows = [&](size_t begin, size_t end, int) {
+    const auto b = static_cast<int64_t>(begin);
+    kernels::QuantizeRowsForMatMul(dtype, xb + b * dim, static_cast<int64_t>(end) - b, dim,
+                                   buf.xq.q.data() + b * dim, buf.xq.d.data() + b * (dim / block),
+                                   buf.xq.sums.data() + b * (dim / 16));
+  };
+  if (n < kParallelQuantizeRows) {
+    rows(0, static_cast<size_t>(n), 0);
+  } else {
+    pool.ParallelFor(static_cast<size_t>(n), rows);
+  }
 }
 
 }  // namespace
@@ -381,8 +452,10 @@ void MoeFfnBlock(const MoeWeights& w, const MoeConfig& c, float eps, int64_t n, 
                  buf.chosen.data() + t * k_count, buf.weights.data() + t * k_count);
     }
   });
-  // 2. Each active expert once over all of its rows, and the shared experts.
+  // 2. Each active expert once over all of its rows, and the shared experts; the rows
+  // quantized once here when the experts take quantized rows, not once per expert of a token.
   GroupByExpert(c, n, buf);
+  QuantizeExpertInputs(w, n, act.xb.data(), buf, pool);
   RunExperts(w, c, n, act.xb.data(), buf, scratch, pool);
   // 3. y = sum_k w_k * expert_k(n), k in order, then + the shared experts (* sigmoid(their
   // gate) when they have one), in act.proj; then the residual x += y, row by row while hot.

@@ -80,13 +80,27 @@ struct MoeBuffers {
   std::vector<float> shared_gate;  // (T)
   std::vector<float> shared_g, shared_u;  // (T, shared ffn): the shared experts' gate and up
   std::vector<float> shared_out;          // (T, dim): the shared experts' output
-  // Whole-expert lanes of a few-token step (MoeFfnBlock): one serial pool and one matmul
-  // scratch (kWholeExpertMaxTokens rows, lane_cols = max(dim, expert ffn, shared ffn) columns)
-  // per range index of the caller's pool, made by the first such step with that many threads.
+  // The step's rows (xb) quantized once for the experts' gate and up when those take quantized
+  // rows (x_block = kernels::MatMulActivationBlock > 0; 0: each expert quantizes its own gathered
+  // float rows): (T, dim) codes, block scales and code sums; an expert's rows gathered from them
+  // (T rows: a token picks an expert at most once) when experts run one after another.
+  struct QuantRows {
+    QuantRows(int64_t rows, int64_t dim) : q(rows * dim), d(rows * (dim / 32)), sums(rows * (dim / 16)) {}
+    std::vector<int8_t> q;
+    std::vector<float> d;
+    std::vector<int16_t> sums;
+  };
+  QuantRows xq, gathered;
+  int64_t x_block = 0;
+  // Whole-expert lanes of a few-token step (MoeFfnBlock): one serial pool, one matmul scratch
+  // (kWholeExpertMaxTokens rows, lane_cols = max(dim, expert ffn, shared ffn) columns) and the
+  // expert's gathered quantized rows per range index of the caller's pool, made by the first
+  // such step with that many threads.
   struct Lane {
-    Lane(int64_t tokens, int64_t cols) : scratch(tokens, cols) {}
+    Lane(int64_t tokens, int64_t cols, int64_t dim) : scratch(tokens, cols), gathered(tokens, dim) {}
     ThreadPool serial{1};
     kernels::MatMulScratch scratch;
+    QuantRows gathered;
   };
   std::vector<std::unique_ptr<Lane>> lanes;
   int64_t dim = 0, lane_cols = 0;

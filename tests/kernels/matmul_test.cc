@@ -385,6 +385,61 @@ TEST(MatMulTest, ManyOutputsBitIdenticalToSeparateCalls) {
   }
 }
 
+// Rows quantized once for a batch and gathered (a mixture of experts' inputs: each expert's
+// tokens picked from the step's rows) give, through MatMulManyQuantized, the bits MatMulMany
+// gives for the gathered float rows: every integer format, the few-token, lanes, token-group
+// and AMX paths (n 1 to 70), 1 and 3 threads, two outputs sharing the rows (gate and up).
+TEST(MatMulTest, QuantizedRowsGatheredBitIdenticalToFloatRows) {
+  uint32_t seed = 5100;
+  for (DType dtype : kAllTypes) {
+    if (!IsQuant(dtype)) continue;
+    const int64_t cols = IsK(dtype) ? 512 : 160, rows = 37, batch = 80;
+    const TestWeights gate = MakeWeights(dtype, rows, cols, ++seed);
+    const TestWeights up = MakeWeights(dtype, rows + 16, cols, ++seed);
+    const std::vector<float> x = RandomActivations(batch, cols, ++seed);
+    const int64_t block = MatMulActivationBlock(dtype);
+    ASSERT_EQ(block, IsK(dtype) ? 256 : 32);
+    std::vector<int8_t> q(static_cast<size_t>(batch * cols));
+    std::vector<float> d(static_cast<size_t>(batch * cols / block));
+    std::vector<int16_t> sums(static_cast<size_t>(batch * cols / 16));
+    QuantizeRowsForMatMul(dtype, x.data(), batch, cols, q.data(), d.data(), sums.data());
+    for (int64_t n : {1, 2, 3, 7, 12, 13, 16, 17, 33, 64, 70}) {
+      SCOPED_TRACE(std::string(tensor::DTypeName(dtype)) + " n=" + std::to_string(n));
+      std::mt19937 rng(++seed);
+      std::vector<int64_t> picked(static_cast<size_t>(n));
+      for (auto& t : picked) t = static_cast<int64_t>(rng() % batch);
+      std::vector<float> xf(static_cast<size_t>(n * cols));
+      std::vector<int8_t> gq(static_cast<size_t>(n * cols));
+      std::vector<float> gd(static_cast<size_t>(n * cols / block));
+      std::vector<int16_t> gs(static_cast<size_t>(n * cols / 16));
+      for (int64_t i = 0; i < n; ++i) {
+        const int64_t t = picked[static_cast<size_t>(i)];
+        std::copy_n(x.data() + t * cols, cols, xf.data() + i * cols);
+        std::copy_n(q.data() + t * cols, cols, gq.data() + i * cols);
+        std::copy_n(d.data() + t * (cols / block), cols / block, gd.data() + i * (cols / block));
+        std::copy_n(sums.data() + t * (cols / 16), cols / 16, gs.data() + i * (cols / 16));
+      }
+      for (int threads : {1, 3}) {
+        ThreadPool pool(threads);
+        MatMulScratch scratch(n, cols);
+        if (!MatMulTakesQuantizedRows(gate.matrix, n)) continue;  // AMX tiles of a 32-value format
+        std::vector<float> want_g(static_cast<size_t>(n * rows)), want_u(n * (rows + 16));
+        std::vector<float> got_g(want_g.size(), -1.0f), got_u(want_u.size(), -1.0f);
+        const MatMulOutput want[] = {{&gate.matrix, want_g.data()}, {&up.matrix, want_u.data()}};
+        const MatMulOutput got[] = {{&gate.matrix, got_g.data()}, {&up.matrix, got_u.data()}};
+        MatMulMany(want, xf.data(), n, pool, scratch);
+        MatMulManyQuantized(got, {gq.data(), gd.data(), gs.data(), cols, block}, n, pool, scratch);
+        for (size_t i = 0; i < want_g.size(); ++i) {
+          ASSERT_TRUE(BitEqual(got_g[i], want_g[i])) << "threads " << threads << " gate " << i;
+        }
+        for (size_t i = 0; i < want_u.size(); ++i) {
+          ASSERT_TRUE(BitEqual(got_u[i], want_u[i])) << "threads " << threads << " up " << i;
+        }
+      }
+    }
+  }
+}
+
 // Single tokens (decode) of every integer format give the portable scheme's bits and the bits of
 // the same token inside a batch, for row counts around the 16-row tiles of the single-token
 // kernels, odd and even block counts, and 1-3 threads. Q8_0 also gets raw random blocks (codes

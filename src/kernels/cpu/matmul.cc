@@ -198,21 +198,51 @@ void QuantizeActivationRowQ8K(const float* x, int64_t cols, int8_t* q, float* d,
 
 namespace {
 
+// What the rows of n tokens of w's integer format read besides the quantized rows.
+struct ActivationPlan {
+  int64_t block = 0;
+  bool amx = false;
+  // The AMX tiles of the 32-value formats read the quantized rows in place, and the code sums
+  // only for a min term; every other token-group tile reads the interleaved copy.
+  bool amx32 = false;
+  bool sums_needed = true;
+  // The token groups (the AMX tiles of the K formats and Q8_0 read them, from fewer tokens too).
+  bool staging = false;
+};
+
+ActivationPlan PlanActivations(const WeightMatrix& w, int64_t n) {
+  ActivationPlan p;
+  const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)(w.dtype);
+  p.block = internal::ActivationBlock(w.dtype);
+  p.amx = min_tokens > 0 && n >= AmxMinTokens(w.dtype) && internal::AmxUsable();
+  p.amx32 = p.amx && p.block == 32 && !internal::AmxQ8WeightsAsA(w.dtype, n);
+  p.sums_needed = !p.amx32 || w.dtype == tensor::DType::kQ4_1 || w.dtype == tensor::DType::kQ5_1;
+  p.staging = min_tokens > 0 && (n >= min_tokens || p.amx) && !p.amx32;
+  return p;
+}
+
+// The token groups of args' quantized rows into the scratch's staging (args.staging, .groups).
+void FillTokenGroups(MatMulArgs& args, ThreadPool& pool) {
+  pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
+                   [a = &args](size_t begin, size_t end, int) {
+                     HWY_DYNAMIC_DISPATCH(FillGroups)({a->qx, a->dx, a->sums}, a->groups, a->n,
+                                                      static_cast<int64_t>(begin),
+                                                      static_cast<int64_t>(end), a->staging);
+                   });
+}
+
 // Quantizes x for w's format into the scratch (and its token groups where the target reads
 // them), unless `done` already holds exactly that; fills args' activation fields.
 void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scratch,
                         Prepared& done) {
   const WeightMatrix& w = *args.w;
   const int64_t n = args.n;
-  const int64_t min_tokens = HWY_DYNAMIC_DISPATCH(TokenGroupMinTokens)(w.dtype);
-  const int64_t block = internal::ActivationBlock(w.dtype);
-  args.amx = min_tokens > 0 && n >= AmxMinTokens(w.dtype) && internal::AmxUsable();
-  // The AMX tiles of the 32-value formats read the quantized rows in place, and the code sums
-  // only for a min term; every other token-group tile reads the interleaved copy.
-  const bool amx32 = args.amx && block == 32 && !internal::AmxQ8WeightsAsA(w.dtype, n);
-  args.sums_needed = !amx32 || w.dtype == tensor::DType::kQ4_1 || w.dtype == tensor::DType::kQ5_1;
-  // The AMX tiles of the K formats and Q8_0 read the token groups, from fewer tokens too.
-  const bool staging = min_tokens > 0 && (n >= min_tokens || args.amx) && !amx32;
+  const ActivationPlan plan = PlanActivations(w, n);
+  const int64_t block = plan.block;
+  args.amx = plan.amx;
+  const bool amx32 = plan.amx32;
+  args.sums_needed = plan.sums_needed;
+  const bool staging = plan.staging;
   if (staging) {
     args.staging = scratch.staging();
     args.groups = {w.cols, block, (n + 15) / 16};
@@ -240,14 +270,7 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
       QuantizeActivations(*a, begin, end);
     });
   }
-  if (staging) {
-    pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
-                     [a = &args](size_t begin, size_t end, int) {
-                       HWY_DYNAMIC_DISPATCH(FillGroups)({a->qx, a->dx, a->sums}, a->groups,
-                                                        a->n, static_cast<int64_t>(begin),
-                                                        static_cast<int64_t>(end), a->staging);
-                     });
-  }
+  if (staging) FillTokenGroups(args, pool);
   done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};
 }
 
@@ -314,6 +337,58 @@ void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n
     CheckMatMul(w, n, scratch);
     MatMulArgs args{&w, x, n, outputs[i].y, scratch.qx(), scratch.dx(), scratch.sums(), nullptr, {}};
     if (tensor::IsIntegerQuant(w.dtype)) PrepareActivations(args, pool, scratch, done);
+    RunRows(args, pool, i + 1 < outputs.size() ? outputs[i + 1].w->data : then);
+  }
+}
+
+int64_t MatMulActivationBlock(tensor::DType dtype) {
+  return tensor::IsIntegerQuant(dtype) ? internal::ActivationBlock(dtype) : 0;
+}
+
+void QuantizeRowsForMatMul(tensor::DType dtype, const float* x, int64_t n, int64_t cols,
+                           int8_t* q, float* d, int16_t* sums) {
+  const int64_t block = MatMulActivationBlock(dtype);
+  CHECK_GT(block, 0) << tensor::DTypeName(dtype) << " reads float activations";
+  CHECK_EQ(cols % block, 0);
+  for (int64_t t = 0; t < n; ++t) {  // as QuantizeActivations, with the code sums always
+    int8_t* qt = q + t * cols;
+    if (block == 256) {
+      QuantizeActivationRowQ8K(x + t * cols, cols, qt, d + t * (cols / 256), sums + t * (cols / 16));
+    } else {
+      HWY_DYNAMIC_DISPATCH(QuantizeRow)(x + t * cols, cols, qt, d + t * (cols / 32));
+      internal::SumActivationCodes(qt, cols, sums + t * (cols / 16));
+    }
+  }
+}
+
+bool MatMulTakesQuantizedRows(const WeightMatrix& w, int64_t n) {
+  if (!tensor::IsIntegerQuant(w.dtype)) return false;
+  // Only AMX tiles refuse them: without AMX, no plan to make (a batched step asks per expert).
+  return !internal::AmxUsable() || !PlanActivations(w, n).amx32;
+}
+
+void MatMulManyQuantized(std::span<const MatMulOutput> outputs, const QuantizedRows& x, int64_t n,
+                         ThreadPool& pool, MatMulScratch& scratch, const void* then) {
+  bool groups_filled = false;  // every output has x's columns and block: one set of groups
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    const WeightMatrix& w = *outputs[i].w;
+    if (n == 0 || w.rows == 0) continue;
+    CheckMatMul(w, n, scratch);
+    CHECK(MatMulTakesQuantizedRows(w, n)) << tensor::DTypeName(w.dtype);
+    CHECK_EQ(w.cols, x.cols);
+    CHECK_EQ(MatMulActivationBlock(w.dtype), x.block);
+    // The kernels read the rows only (QuantActivations is const there).
+    MatMulArgs args{&w, nullptr, n, outputs[i].y, const_cast<int8_t*>(x.q),
+                    const_cast<float*>(x.d), const_cast<int16_t*>(x.sums), nullptr, {}};
+    const ActivationPlan plan = PlanActivations(w, n);
+    args.amx = plan.amx;
+    args.sums_needed = plan.sums_needed;
+    if (plan.staging) {
+      args.staging = scratch.staging();
+      args.groups = {w.cols, x.block, (n + 15) / 16};
+      if (!groups_filled) FillTokenGroups(args, pool);
+      groups_filled = true;
+    }
     RunRows(args, pool, i + 1 < outputs.size() ? outputs[i + 1].w->data : then);
   }
 }

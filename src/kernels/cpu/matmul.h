@@ -137,6 +137,38 @@ struct MatMulOutput {
 void MatMulMany(std::span<const MatMulOutput> outputs, const float* x, int64_t n,
                 ThreadPool& pool, MatMulScratch& scratch, const void* then = nullptr);
 
+// Activation rows already quantized as a matmul of some integer format quantizes them
+// (QuantizeRowsForMatMul): row t's codes at q + t * cols, its block scales at
+// d + t * (cols / block), its codes summed per 16 at sums + t * (cols / 16). Rows of a batch
+// quantized once and gathered (a mixture of experts' experts) give the same y as the gathered
+// float rows: a row's quantization depends on that row alone.
+struct QuantizedRows {
+  const int8_t* q = nullptr;
+  const float* d = nullptr;
+  const int16_t* sums = nullptr;
+  int64_t cols = 0;
+  int64_t block = 0;  // MatMulActivationBlock of the formats it was made for
+};
+
+// The activation block (32 or 256) a matmul of an integer format quantizes x to; 0 for the
+// float formats, which read x as it is.
+int64_t MatMulActivationBlock(tensor::DType dtype);
+
+// Quantizes n rows of x (cols floats each) as MatMul of `dtype` (an integer format) does:
+// q[n * cols], d[n * cols / block], sums[n * cols / 16].
+void QuantizeRowsForMatMul(tensor::DType dtype, const float* x, int64_t n, int64_t cols,
+                           int8_t* q, float* d, int16_t* sums);
+
+// Whether MatMulManyQuantized can multiply w by n rows quantized for its activation block: every
+// path but the AMX tiles of the 32-value formats, which quantize into their own layout.
+bool MatMulTakesQuantizedRows(const WeightMatrix& w, int64_t n);
+
+// MatMulMany from rows quantized once (QuantizeRowsForMatMul): the same y as MatMulMany of the
+// float rows. Every output must take them (MatMulTakesQuantizedRows), with x.cols columns and
+// activation block x.block (CHECKed).
+void MatMulManyQuantized(std::span<const MatMulOutput> outputs, const QuantizedRows& x, int64_t n,
+                         ThreadPool& pool, MatMulScratch& scratch, const void* then = nullptr);
+
 namespace internal {
 // Where the few-token rows of a one-thread matmul look ahead past the matrix (MatMul's `then`):
 // the matrix's end and the bytes read next; then == nullptr: the memory past the matrix. Set by
