@@ -101,6 +101,18 @@ struct Prepared {
   bool sums = false, staging = false, amx = false;
 };
 
+// One activation row for activation block `block` (32 or 256): q[cols], d[cols / block] and,
+// for 256 or when sums_needed, the codes summed per 16 in sums[cols / 16].
+void QuantizeActivationRowFor(int64_t block, const float* x, int64_t cols, int8_t* q, float* d,
+                              int16_t* sums, bool sums_needed) {
+  if (block == 256) {
+    QuantizeActivationRowQ8K(x, cols, q, d, sums);
+  } else {
+    HWY_DYNAMIC_DISPATCH(QuantizeRow)(x, cols, q, d);
+    if (sums_needed) internal::SumActivationCodes(q, cols, sums);
+  }
+}
+
 // Quantizes activation rows [begin, end) for weights of a's format (scheme of matmul.h).
 void QuantizeActivations(const MatMulArgs& a, size_t begin, size_t end) {
   const int64_t cols = a.w->cols;
@@ -108,19 +120,14 @@ void QuantizeActivations(const MatMulArgs& a, size_t begin, size_t end) {
   for (size_t t = begin; t < end; ++t) {
     int8_t* q = a.qx + t * cols;
     float* d = a.dx + t * (cols / block);
-    int16_t* sums = a.sums + t * (cols / 16);
-    if (block == 256) {
-      QuantizeActivationRowQ8K(a.x + t * cols, cols, q, d, sums);
-    } else {
-      HWY_DYNAMIC_DISPATCH(QuantizeRow)(a.x + t * cols, cols, q, d);
-      if (a.sums_needed) internal::SumActivationCodes(q, cols, sums);
-      if (a.dx_groups != nullptr) {
-        float* g = a.dx_groups + (t / 16) * (cols / 32) * 16 + t % 16;
-        int8_t* gq = a.qx_groups + (t / 16) * 16 * cols + (t % 16) * 32;
-        for (int64_t b = 0; b < cols / 32; ++b) {
-          g[16 * b] = d[b];
-          std::memcpy(gq + 512 * b, q + 32 * b, 32);
-        }
+    QuantizeActivationRowFor(block, a.x + t * cols, cols, q, d, a.sums + t * (cols / 16),
+                             a.sums_needed);
+    if (block == 32 && a.dx_groups != nullptr) {
+      float* g = a.dx_groups + (t / 16) * (cols / 32) * 16 + t % 16;
+      int8_t* gq = a.qx_groups + (t / 16) * 16 * cols + (t % 16) * 32;
+      for (int64_t b = 0; b < cols / 32; ++b) {
+        g[16 * b] = d[b];
+        std::memcpy(gq + 512 * b, q + 32 * b, 32);
       }
     }
   }
@@ -351,13 +358,8 @@ void QuantizeRowsForMatMul(tensor::DType dtype, const float* x, int64_t n, int64
   CHECK_GT(block, 0) << tensor::DTypeName(dtype) << " reads float activations";
   CHECK_EQ(cols % block, 0);
   for (int64_t t = 0; t < n; ++t) {  // as QuantizeActivations, with the code sums always
-    int8_t* qt = q + t * cols;
-    if (block == 256) {
-      QuantizeActivationRowQ8K(x + t * cols, cols, qt, d + t * (cols / 256), sums + t * (cols / 16));
-    } else {
-      HWY_DYNAMIC_DISPATCH(QuantizeRow)(x + t * cols, cols, qt, d + t * (cols / 32));
-      internal::SumActivationCodes(qt, cols, sums + t * (cols / 16));
-    }
+    QuantizeActivationRowFor(block, x + t * cols, cols, q + t * cols, d + t * (cols / block),
+                             sums + t * (cols / 16), /*sums_needed=*/true);
   }
 }
 
@@ -374,13 +376,14 @@ void MatMulManyQuantized(std::span<const MatMulOutput> outputs, const QuantizedR
     const WeightMatrix& w = *outputs[i].w;
     if (n == 0 || w.rows == 0) continue;
     CheckMatMul(w, n, scratch);
-    CHECK(MatMulTakesQuantizedRows(w, n)) << tensor::DTypeName(w.dtype);
+    CHECK_GT(x.block, 0);
+    CHECK_EQ(MatMulActivationBlock(w.dtype), x.block) << tensor::DTypeName(w.dtype);
     CHECK_EQ(w.cols, x.cols);
-    CHECK_EQ(MatMulActivationBlock(w.dtype), x.block);
+    const ActivationPlan plan = PlanActivations(w, n);
+    CHECK(!plan.amx32) << tensor::DTypeName(w.dtype) << " x " << n << " quantizes for AMX itself";
     // The kernels read the rows only (QuantActivations is const there).
     MatMulArgs args{&w, nullptr, n, outputs[i].y, const_cast<int8_t*>(x.q),
                     const_cast<float*>(x.d), const_cast<int16_t*>(x.sums), nullptr, {}};
-    const ActivationPlan plan = PlanActivations(w, n);
     args.amx = plan.amx;
     args.sums_needed = plan.sums_needed;
     if (plan.staging) {

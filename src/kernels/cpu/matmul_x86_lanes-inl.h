@@ -144,15 +144,15 @@ struct LanesQ4K {
   }
 
   template <int P, int S>
+  // ask: none (kSpreadAsk false; the Pass signature is the table's, LanesPassTable).
   KVSERVE_MATMUL_VNNI static HWY_NOINLINE void Pass(const Block* blk, const LanesTokens& lt,
                                                     int64_t b, int t0, __m512* acc,
-                                                    const LanesAsk& ask) {
+                                                    const LanesAsk& /*ask*/) {
     __m512i sum16[S][P];  // 16 I_b
     for (int q = 0; q < S; ++q) {
       for (int t = 0; t < P; ++t) sum16[q][t] = _mm512_setzero_si512();
     }
     for (int s = 0; s < 8; ++s) {
-      ask.Part(s, 8);
       __m512i p[S][P];  // sum over sub-block s of (value, times 16 for even s) * code
       for (int q = 0; q < S; ++q) {
         for (int t = 0; t < P; ++t) p[q][t] = _mm512_setzero_si512();
