@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cmath>
 #include <numeric>
+#include <vector>
 
 #include "core/check.h"
 #include "kernels/cpu/ops.h"
@@ -192,9 +193,18 @@ MoeBuffers::MoeBuffers(int64_t t, int64_t dim, const MoeConfig& c)
 void RouteToken(const MoeConfig& c, const float* selection_bias, const float* logits,
                 int32_t* chosen, float* weights) {
   const int64_t e_count = c.num_experts;
-  float probs[1024];
-  float select[1024];
-  CHECK_LE(e_count, 1024);
+  // Per-thread scratch sized to the expert count (any count: a file's expert_count is only
+  // bounded by its tensors), reused across tokens.
+  thread_local std::vector<float> probs_buf, select_buf;
+  thread_local std::vector<int32_t> idx_buf;
+  if (std::ssize(probs_buf) < e_count) {
+    probs_buf.resize(static_cast<size_t>(e_count));
+    select_buf.resize(static_cast<size_t>(e_count));
+    idx_buf.resize(static_cast<size_t>(e_count));
+  }
+  float* probs = probs_buf.data();
+  float* select = select_buf.data();
+  int32_t* idx = idx_buf.data();
   if (c.gating == ExpertGating::kSoftmaxWeight) {
     std::copy_n(logits, e_count, probs);
   } else if (c.gating == ExpertGating::kSoftmax) {
@@ -213,7 +223,6 @@ void RouteToken(const MoeConfig& c, const float* selection_bias, const float* lo
   for (int64_t e = 0; e < e_count; ++e) {
     select[e] = selection_bias != nullptr ? probs[e] + selection_bias[e] : probs[e];
   }
-  int32_t idx[1024];
   std::iota(idx, idx + e_count, 0);
   std::partial_sort(idx, idx + c.top_k, idx + e_count, [&](int32_t a, int32_t b) {
     return select[a] > select[b] || (select[a] == select[b] && a < b);

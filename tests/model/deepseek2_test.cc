@@ -8,6 +8,7 @@
 #include <cmath>
 #include <filesystem>
 #include <memory>
+#include <numeric>
 #include <string>
 #include <vector>
 
@@ -196,6 +197,30 @@ TEST(MoeRouteTest, TopKTiesGoToTheLowerExpert) {
   EXPECT_EQ(chosen[0], 1);
   EXPECT_EQ(chosen[1], 3);
   EXPECT_EQ(w[0], w[1]);
+}
+
+// Expert counts are bounded only by the file's tensors: 2048 experts (past any fixed buffer)
+// route like a full sort of the probabilities, ties to the lower index.
+TEST(MoeRouteTest, ManyExpertsRouteAsAFullSort) {
+  MoeConfig c;
+  c.num_experts = 2048;
+  c.top_k = 8;
+  c.norm_topk = true;
+  std::vector<float> logits(2048);
+  for (int e = 0; e < 2048; ++e) logits[e] = static_cast<float>((e * 7919) % 1021) / 97.0f;
+  logits[1500] = logits[3] = 20.0f;  // a tie at the top: 3 first
+  std::vector<int32_t> chosen(8);
+  std::vector<float> w(8);
+  RouteToken(c, nullptr, logits.data(), chosen.data(), w.data());
+  std::vector<int32_t> order(2048);
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](int32_t a, int32_t b) { return logits[a] > logits[b]; });
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(chosen[k], order[k]) << "k=" << k;
+  EXPECT_EQ(chosen[0], 3);
+  float sum = 0.0f;
+  for (float v : w) sum += v;
+  EXPECT_NEAR(sum, 1.0f, 1e-6);
 }
 
 TEST(MoeRouteTest, SigmoidSelectionBiasNormAndScale) {
