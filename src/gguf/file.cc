@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <new>
@@ -226,7 +227,11 @@ Result<int64_t> GgufFile::GetInt(std::string_view key) const {
 
 Result<double> GgufFile::GetFloat(std::string_view key) const {
   KV_ASSIGN_OR_RETURN(const Value* v, Present(*this, key));
-  return AsFloat(key, *v);
+  KV_ASSIGN_OR_RETURN(const double d, AsFloat(key, *v));
+  if (!std::isfinite(d)) {
+    return InvalidArgument(fmt::format("metadata key '{}' is {}, not a finite number", key, d));
+  }
+  return d;
 }
 
 Result<bool> GgufFile::GetBool(std::string_view key) const {

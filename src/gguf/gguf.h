@@ -113,7 +113,8 @@ class GgufFile {
   const Value* Find(std::string_view key) const;  // nullptr when absent
 
   // Typed getters: NotFound when absent, InvalidArgument naming the key when the type does
-  // not fit (GetInt accepts any integer type; GetFloat any float or integer type).
+  // not fit (GetInt accepts any integer type; GetFloat any float or integer type, and not NaN
+  // or an infinity: no model parameter is one, and one would silently poison every output).
   Result<std::string> GetString(std::string_view key) const;
   Result<int64_t> GetInt(std::string_view key) const;
   Result<double> GetFloat(std::string_view key) const;

@@ -141,7 +141,8 @@ Result<V41Config> ReadV41Config(const gguf::GgufFile& file) {
   KV_ASSIGN_OR_RETURN(c.rope_freq_base, file.GetFloatOr(Key("rope.freq_base"), 10000.0));
   KV_ASSIGN_OR_RETURN(c.index_heads, file.GetInt(Key("indexer.head_count")));
   KV_ASSIGN_OR_RETURN(c.index_dim, file.GetInt(Key("indexer.key_length")));
-  KV_ASSIGN_OR_RETURN(c.index_top_k, file.GetInt(Key("indexer.top_k")));
+  KV_ASSIGN_OR_RETURN(int64_t top_k, file.GetInt(Key("indexer.top_k")));
+  c.index_top_k = std::min<int64_t>(top_k, 1 << 30);  // past any context: every entry
   KV_ASSIGN_OR_RETURN(c.candidate_blocks, file.GetIntOr(Key("indexer.candidate_blocks"), 2048));
   KV_ASSIGN_OR_RETURN(c.candidate_block_size,
                       file.GetIntOr(Key("indexer.candidate_block_size"), 8));

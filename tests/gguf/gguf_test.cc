@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -103,6 +104,26 @@ TEST(GgufWriteRead, GettersReportMissingAndWrongTypes) {
   EXPECT_EQ(*(*f)->GetBoolOr("nope", true), true);
   EXPECT_EQ(*(*f)->GetFloatOr("nope", 2.5), 2.5);
   EXPECT_FALSE((*f)->GetStringArray("i").ok());
+}
+
+// A float parameter that is NaN or infinite is an error naming the key (it would otherwise
+// reach a model's norms, rope or attention scale and poison every output, or trip a check).
+TEST(GgufWriteRead, NonFiniteFloatsAreInvalid) {
+  GgufWriter w;
+  w.Set("nan", Value::F32(std::numeric_limits<float>::quiet_NaN()));
+  w.Set("inf", Value::F32(std::numeric_limits<float>::infinity()));
+  w.Set("ninf", Value::F64(-std::numeric_limits<double>::infinity()));
+  w.Set("big", Value::F32(std::numeric_limits<float>::max()));
+  auto f = GgufFile::FromBuffer(w.Serialize());
+  ASSERT_TRUE(f.ok());
+  for (const char* key : {"nan", "inf", "ninf"}) {
+    const Result<double> v = (*f)->GetFloatOr(key, 1.0);
+    ASSERT_FALSE(v.ok()) << key;
+    EXPECT_EQ(v.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_NE(v.status().message().find(std::string("'") + key + "'"), std::string::npos);
+    EXPECT_NE(v.status().message().find("finite"), std::string::npos);
+  }
+  EXPECT_EQ(*(*f)->GetFloat("big"), std::numeric_limits<float>::max());
 }
 
 TEST(GgufWriteRead, TensorsOfEveryGgufTypeRoundTrip) {

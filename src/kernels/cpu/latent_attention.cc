@@ -76,15 +76,18 @@ HybridAttentionScratch::HybridAttentionScratch(const HybridAttentionShape& s,
       state_floats_(s.head_dim + 32),
       threads_(num_threads) {
   CHECK_EQ(s.head_dim % 16, 0) << "hybrid attention needs head_dim a multiple of 16";
-  // Whole 16-row chunks: the last, partial chunk reads (and masks) rows past the list.
-  const size_t span = (static_cast<size_t>(s.window) + std::max(s.top_k, 0) + 15) / 16 * 16;
+  // Whole 16-row chunks: the last, partial chunk reads (and masks) rows past the list. A
+  // window or top-k past the context holds at most the context's rows.
+  const int32_t window = std::min(s.window, max_context_tokens);
+  const int32_t top_k = std::clamp(s.top_k, 0, max_context_tokens);
+  const size_t span = (static_cast<size_t>(window) + static_cast<size_t>(top_k) + 15) / 16 * 16;
   for (Thread& t : threads_) {
     t.rows.assign(span * s.head_dim, 0.0f);
     t.key_tile.assign(static_cast<size_t>(s.head_dim) * 16, 0.0f);
     t.states.resize(static_cast<size_t>(s.num_heads) * state_floats_);
     t.entry_scores.resize(max_context_tokens);
     t.order.resize(max_context_tokens);
-    t.selected.resize(std::max(s.top_k, 1));
+    t.selected.resize(std::max(top_k, 1));
     t.key.resize(std::max(s.index_dim, 1));
   }
 }
