@@ -5,6 +5,7 @@ reports every run that crashed (a signal) or printed a sanitizer report. Any oth
 clear error, or output) passes: bad input must get a clear error and change nothing else.
 
   scripts/metadata_sweep.py KVSERVE MODEL.gguf [MODEL.gguf ...] [--command generate|plan|inspect]
+                            [--arrays]
 
 Values are patched in place (same type, same size), so the rest of the file stays valid. Use an
 ASan + UBSan build (scripts/build.sh asan -> build-asan/tools/kvserve) to see undefined behaviour
@@ -25,8 +26,9 @@ INT_VALUES = [0, 1, 2, 3, 5, 7, 64, 1000, 65535, 2**31 - 1, 2**32 - 1]
 FLOAT_VALUES = [0.0, -1.0, 1e-30, 1e30, math.nan, math.inf, -math.inf]
 
 
-def scalar_keys(data):
-    """{key: (type, offset)} of the scalar numeric metadata (not bools, strings or arrays)."""
+def scalar_keys(data, arrays=False):
+    """{key: (type, offset)} of the scalar numeric metadata (not bools, strings or arrays); with
+    arrays, also the first, middle and last element of each numeric array as 'key[i]'."""
     magic, _version, _tensors, count = struct.unpack_from('<IIQQ', data, 0)
     if magic != 0x46554747:
         raise ValueError('not a GGUF file')
@@ -52,6 +54,9 @@ def scalar_keys(data):
                     (n,) = struct.unpack_from('<Q', data, off)
                     off += 8 + n
             else:
+                if arrays and et != 7 and cnt > 0:
+                    for i in sorted({0, cnt // 2, cnt - 1}):
+                        out[f'{key}[{i}]'] = (et, off + SIZES[et] * i)
                 off += SIZES[et] * cnt
         else:
             raise ValueError(f'metadata type {t} of {key}')
@@ -77,13 +82,15 @@ def main():
     p.add_argument('kvserve')
     p.add_argument('models', nargs='+')
     p.add_argument('--command', default='generate', choices=['generate', 'plan', 'inspect'])
+    p.add_argument('--arrays', action='store_true',
+                   help='also the first, middle and last element of each numeric array')
     args = p.parse_args()
     failures = runs = 0
     with tempfile.TemporaryDirectory() as tmp:
         path = os.path.join(tmp, 'm.gguf')
         for model in args.models:
             data = open(model, 'rb').read()
-            for key, (t, off) in scalar_keys(data).items():
+            for key, (t, off) in scalar_keys(data, args.arrays).items():
                 for value in FLOAT_VALUES if t in (6, 12) else INT_VALUES:
                     with open(path, 'wb') as f:
                         f.write(patched(data, t, off, value))
