@@ -13,8 +13,8 @@
 #include <string>
 
 #include "engine_test_util.h"
+#include "model/architecture.h"
 #include "model/v41_random_model.h"
-#include "moe_test_models.h"
 #include "support/temp_path.h"
 #include "v41_test_model.h"
 

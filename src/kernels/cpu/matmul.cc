@@ -228,6 +228,20 @@ ActivationPlan PlanActivations(const WeightMatrix& w, int64_t n) {
   return p;
 }
 
+// args' activation fields from the plan, pointing at the scratch's buffers its tiles read.
+void ApplyPlan(const ActivationPlan& plan, MatMulArgs& args, MatMulScratch& scratch) {
+  args.amx = plan.amx;
+  args.sums_needed = plan.sums_needed;
+  if (plan.staging) {
+    args.staging = scratch.staging();
+    args.groups = {args.w->cols, plan.block, (args.n + 15) / 16};
+  }
+  if (plan.amx32) {
+    args.dx_groups = scratch.dx_groups();
+    args.qx_groups = scratch.qx_groups();
+  }
+}
+
 // The token groups of args' quantized rows into the scratch's staging (args.staging, .groups).
 void FillTokenGroups(MatMulArgs& args, ThreadPool& pool) {
   pool.ParallelFor(static_cast<size_t>(args.groups.num_groups),
@@ -246,23 +260,12 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
   const int64_t n = args.n;
   const ActivationPlan plan = PlanActivations(w, n);
   const int64_t block = plan.block;
-  args.amx = plan.amx;
-  const bool amx32 = plan.amx32;
-  args.sums_needed = plan.sums_needed;
-  const bool staging = plan.staging;
-  if (staging) {
-    args.staging = scratch.staging();
-    args.groups = {w.cols, block, (n + 15) / 16};
-  }
-  if (amx32) {
-    args.dx_groups = scratch.dx_groups();
-    args.qx_groups = scratch.qx_groups();
-  }
+  ApplyPlan(plan, args, scratch);
   if (done.x == args.x && done.n == n && done.cols == w.cols && done.block == block &&
-      (done.sums || !args.sums_needed) && done.staging == staging && done.amx == args.amx) {
+      (done.sums || !args.sums_needed) && done.staging == plan.staging && done.amx == args.amx) {
     return;
   }
-  if (amx32 && n % 16 != 0) {  // the last group's missing tokens
+  if (plan.amx32 && n % 16 != 0) {  // the last group's missing tokens
     float* last = args.dx_groups + n / 16 * (w.cols / 32) * 16;
     int8_t* last_q = args.qx_groups + n / 16 * 16 * w.cols;
     for (int64_t b = 0; b < w.cols / 32; ++b) {
@@ -277,8 +280,8 @@ void PrepareActivations(MatMulArgs& args, ThreadPool& pool, MatMulScratch& scrat
       QuantizeActivations(*a, begin, end);
     });
   }
-  if (staging) FillTokenGroups(args, pool);
-  done = {args.x, n, w.cols, block, args.sums_needed || block == 256, staging, args.amx};
+  if (plan.staging) FillTokenGroups(args, pool);
+  done = {args.x, n, w.cols, block, args.sums_needed || block == 256, plan.staging, args.amx};
 }
 
 // The rows of y = x W^T from prepared activations; then: MatMul's.
@@ -384,12 +387,9 @@ void MatMulManyQuantized(std::span<const MatMulOutput> outputs, const QuantizedR
     // The kernels read the rows only (QuantActivations is const there).
     MatMulArgs args{&w, nullptr, n, outputs[i].y, const_cast<int8_t*>(x.q),
                     const_cast<float*>(x.d), const_cast<int16_t*>(x.sums), nullptr, {}};
-    args.amx = plan.amx;
-    args.sums_needed = plan.sums_needed;
-    if (plan.staging) {
-      args.staging = scratch.staging();
-      args.groups = {w.cols, x.block, (n + 15) / 16};
-      if (!groups_filled) FillTokenGroups(args, pool);
+    ApplyPlan(plan, args, scratch);
+    if (plan.staging && !groups_filled) {
+      FillTokenGroups(args, pool);
       groups_filled = true;
     }
     RunRows(args, pool, i + 1 < outputs.size() ? outputs[i + 1].w->data : then);
