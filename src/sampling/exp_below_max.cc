@@ -1,6 +1,7 @@
 #include "sampling/exp_below_max.h"
 
 #include <bit>
+#include <cstring>
 
 #include "sampling/clones.h"
 
@@ -47,6 +48,26 @@ KVSERVE_SAMPLING_CLONES void ExpBelowMax(std::span<const float> logits, float ma
   const float* in = logits.data();
   const size_t n = logits.size();
   for (size_t i = 0; i < n; ++i) out[i] = ExpNonPositive(static_cast<double>(in[i]) - m);
+}
+
+KVSERVE_SAMPLING_CLONES double SumExpBelowMax(std::span<const float> logits, float max,
+                                              double* scratch) {
+  ExpBelowMax(logits, max, scratch);
+  const size_t n = logits.size();
+  // Lane j of `sums` is partial sum j (GCC's vector extension: one register or several,
+  // element-wise adds either way).
+  typedef double Lanes8 __attribute__((vector_size(64)));
+  Lanes8 sums = {};
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    Lanes8 e;
+    std::memcpy(&e, scratch + i, sizeof(e));
+    sums += e >= 0.0 ? e : Lanes8{};  // NaN adds nothing
+  }
+  double part[8];
+  std::memcpy(part, &sums, sizeof(part));
+  for (; i < n; ++i) part[i % 8] += scratch[i] >= 0.0 ? scratch[i] : 0.0;
+  return ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
 }
 
 }  // namespace kvserve::sampling

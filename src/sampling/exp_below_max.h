@@ -17,4 +17,11 @@ inline constexpr double kExpBelowMaxError = 0x1.0p-40;
 // logits[i] <= max (max finite); any value for other logits. out holds logits.size() values.
 void ExpBelowMax(std::span<const float> logits, float max, double* out);
 
+// The sum of ExpBelowMax's values over the logits that are not NaN (-inf adds 0), for logits
+// <= max (max finite): logit i goes into partial sum i % 8, each summed in order, and the 8
+// are added pairwise at the end. The same value for the same logits on every call (on one SIMD
+// target), within (n + 3) 2^-53 + kExpBelowMaxError of the exact sum, relative. `scratch`
+// holds logits.size() values (ExpBelowMax's).
+double SumExpBelowMax(std::span<const float> logits, float max, double* scratch);
+
 }  // namespace kvserve::sampling

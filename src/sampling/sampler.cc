@@ -7,7 +7,7 @@
 #include <numeric>
 
 #include "core/check.h"
-#include "sampling/clones.h"
+#include "sampling/exp_below_max.h"
 #include "sampling/rng.h"
 #include "sampling/scan.h"
 #include "sampling/sort_key.h"
@@ -19,11 +19,6 @@ constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
 // NaN sorts and sums as -inf.
 float Key(float logit) { return std::isnan(logit) ? kNegInf : logit; }
-
-// out[i] = in[i] / divisor (each quotient correctly rounded, whatever the vector width).
-KVSERVE_SAMPLING_CLONES void DivideAll(const float* in, float divisor, float* out, size_t n) {
-  for (size_t i = 0; i < n; ++i) out[i] = in[i] / divisor;
-}
 
 }  // namespace
 
@@ -41,6 +36,7 @@ Sampler::Sampler(int32_t vocab_size)
   sort_keys_.reserve(vocab_size);
   sort_buffer_.reserve(vocab_size);
   in_range_.reserve(vocab_size);
+  maxima_.reserve(static_cast<size_t>(vocab_size) / 64 + 32);
   cumulative_.resize(vocab_size);
 }
 
@@ -167,7 +163,7 @@ std::optional<Candidate> Sampler::ScaleLogits(std::span<const float> logits,
       const int32_t t = Argmax(logits);
       return Candidate{t, logits[t], 1.0};
     }
-    DivideAll(logits.data(), params.temperature, logits_.data(), logits.size());
+    DivideAndGroupMaxima(logits, params.temperature, logits_.data(), maxima_);
     return std::nullopt;
   }
   std::copy(logits.begin(), logits.end(), logits_.begin());
@@ -176,7 +172,7 @@ std::optional<Candidate> Sampler::ScaleLogits(std::span<const float> logits,
     const int32_t t = Argmax(logits_);
     return Candidate{t, logits_[t], 1.0};
   }
-  DivideAll(logits_.data(), params.temperature, logits_.data(), logits_.size());
+  DivideAndGroupMaxima(logits_, params.temperature, logits_.data(), maxima_);
   return std::nullopt;
 }
 
@@ -227,30 +223,46 @@ SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams
   return result;
 }
 
-// Raw logprobs: log_softmax of the unprocessed logits, summed in token-id order.
+// Raw logprobs: log_softmax of the unprocessed logits; the log-sum-exp from SumExpBelowMax (a
+// fixed order, so the same value every time). The top ones: for a small k with a finite
+// largest logit, only those at or above a floor under the k-th (the group maxima's k-th) are
+// sorted; otherwise the whole vocabulary, partially.
 void Sampler::FillLogprobs(std::span<const float> logits, const SamplingParams& params,
                            SampleResult& result) {
-  double max_logit = kNegInf;
-  for (float l : logits) max_logit = std::max(max_logit, static_cast<double>(Key(l)));
-  double log_sum_exp = max_logit;
-  if (std::isfinite(max_logit)) {
-    double sum = 0.0;
-    for (float l : logits) sum += std::exp(static_cast<double>(Key(l)) - max_logit);
-    log_sum_exp = max_logit + std::log(sum);
-  }
+  const float top = MaxNotNaN(logits);  // NaN counts as -inf
+  double log_sum_exp = top;
+  if (std::isfinite(top)) log_sum_exp = top + std::log(SumExpBelowMax(logits, top, exp_.data()));
   auto logprob = [&](int32_t t) {
     return static_cast<float>(static_cast<double>(Key(logits[t])) - log_sum_exp);
   };
   result.logprob = logprob(result.token);
   const int32_t k = std::min(params.logprobs.value_or(0), vocab_size_);
   if (k <= 0) return;
+  result.top_logprobs.reserve(k);
+  in_range_.clear();
+  if (std::isfinite(top) && int64_t{k} * 256 <= int64_t{vocab_size_}) {
+    GroupMaxima(logits, maxima_);
+    const float floor = KthLargestOf(maxima_, k);
+    if (std::isfinite(floor)) IndicesAtLeast(logits, floor, in_range_);
+  }
+  // At least k at or above a finite floor under the k-th largest: the k largest among them.
+  if (in_range_.size() >= static_cast<size_t>(k)) {
+    sort_keys_.clear();
+    for (int32_t i : in_range_) sort_keys_.push_back(SortWord(logits[i], i));
+    std::nth_element(sort_keys_.begin(), sort_keys_.begin() + (k - 1), sort_keys_.end());
+    std::sort(sort_keys_.begin(), sort_keys_.begin() + k);
+    for (int32_t i = 0; i < k; ++i) {
+      const int32_t t = TokenOf(sort_keys_[i]);
+      result.top_logprobs.push_back({t, logprob(t)});
+    }
+    return;
+  }
   std::iota(order_.begin(), order_.end(), 0);
   std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {
     const float la = Key(logits[a]);
     const float lb = Key(logits[b]);
     return la > lb || (la == lb && a < b);
   });
-  result.top_logprobs.reserve(k);
   for (int32_t i = 0; i < k; ++i) result.top_logprobs.push_back({order_[i], logprob(order_[i])});
 }
 

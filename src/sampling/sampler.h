@@ -84,7 +84,7 @@ class Sampler {
 
  private:
   // Greedy: the argmax (after penalties). Otherwise fills logits_ with the penalised logits
-  // divided by the temperature and returns nullopt.
+  // divided by the temperature, and maxima_ with their group maxima, and returns nullopt.
   std::optional<Candidate> ScaleLogits(std::span<const float> logits,
                                        const SamplingParams& params, const TokenHistory& history);
   // The full pipeline on logits_: candidates_ = the sorted, normalised distribution.
@@ -99,25 +99,31 @@ class Sampler {
   // The fast path (sampler_fast.cc): the token FilterAndSort + Draw(u) would give, or nullopt
   // when it cannot prove it. Uses logits_; clobbers candidates_ and the scratch below.
   std::optional<int32_t> FastDraw(const SamplingParams& params, double u);
+  // top-k without min-p, for a k small beside the vocabulary: candidates_ = the k largest
+  // finite logits_ (fewer when fewer are finite and the floor is finite), sorted, normalised,
+  // then top-p, as FilterAndSort makes them. False (nothing done) when fewer than k are
+  // finite: top-k cuts nothing.
+  bool TopKPrefix(const SamplingParams& params);
   // Buckets the finite logits_ that pass min-p by distance from `max_logit` (bucket_,
-  // bucket_count_; with_mass: also exp_ and bucket_mass_ as ComputeMass); returns how many
-  // passed.
+  // bucket_count_; with_mass: also exp_ and bucket_mass_ as ComputeMass, and without min-p no
+  // bucket_count_: counted_ false); returns how many passed.
   int64_t BucketSurvivors(const SamplingParams& params, float max_logit, bool with_mass);
   // sort_keys_ = the sorted words of the survivors in buckets [0, last_bucket].
   void GatherSorted(int32_t last_bucket, bool only_last);
   // Fills exp_ (ExpBelowMax: within kExpBelowMaxError, not std::exp's bits) and bucket_mass_.
   void ComputeMass(float max_logit);
-  // The survivor at which the cumulative mass (in candidate order) first passes `fraction`
-  // of the total, or nullopt when rounding could change the answer. Needs ComputeMass.
+  // The first survivor (in candidate order) whose cumulative mass passes `goal`, or nullopt
+  // when rounding could change the answer: the full pipeline's cumulative sums, as fractions of
+  // `scale`, may differ from this path's by up to `margin` (CrossingMargin). Needs ComputeMass.
   struct Crossing {
-    int64_t rank = 0;    // in candidate order, from 0
     int32_t bucket = 0;  // its bucket
+    int32_t index = 0;   // its place among the bucket's survivors, in candidate order
     int32_t token = 0;
+    double run = 0.0;    // the cumulative mass through it, as this path sums it
   };
-  std::optional<Crossing> FindCrossing(double fraction, int64_t survivors);
-  // The first `count` survivors (sorted, in candidates_), normalised; top-p when `cut`.
-  void FinishOnPrefix(int64_t count, int32_t last_bucket, const SamplingParams& params,
-                      bool cut);
+  std::optional<Crossing> FindCrossing(double goal, double scale, double margin);
+  // The first `count` survivors (sorted, in candidates_), normalised, then top-p.
+  void FinishOnPrefix(int64_t count, int32_t last_bucket, const SamplingParams& params);
   void FillLogprobs(std::span<const float> logits, const SamplingParams& params,
                     SampleResult& result);
 
@@ -134,10 +140,12 @@ class Sampler {
   double prob_total_ = 0.0;            // sum of candidates_' probs in order (Normalise)
   // Fast path scratch.
   std::vector<uint16_t> bucket_;        // (vocab_size) survivor's bucket, kNoBucket otherwise
-  std::vector<int64_t> bucket_count_;   // (kBuckets) survivors per bucket
+  std::vector<int64_t> bucket_count_;   // (kBuckets) survivors per bucket, when counted_
+  bool counted_ = false;                // the last BucketSurvivors filled bucket_count_
   std::vector<double> bucket_mass_;     // (kBuckets) sum of exp_ per bucket
   std::vector<double> exp_;             // (vocab_size) ~exp(l - max) (ComputeMass)
   std::vector<int32_t> in_range_;       // (<= vocab_size) GatherSorted's sparse hits
+  std::vector<float> maxima_;           // (~vocab_size / 64) logits_' group maxima (ScaleLogits)
   int64_t fast_path_declines_ = 0;
 };
 

@@ -201,6 +201,66 @@ TEST(SamplerFastPathTest, DeclinesAtBoundariesWithinRoundingAndStillMatches) {
   EXPECT_EQ(sampler.fast_path_declines() - before, 80);
 }
 
+// Logits over `vocab` tokens whose top-p (p.top_p just below 1) keeps tokens 0, 1, 2 and part
+// of a tail of equal small logits, with token 0's share of the kept mass `share` to within
+// ~1e-13: token 1 holds most of the rest, token 2 fine-tunes it, and the tail's kept part is
+// found by the reference (its mass moves token 1's, so until it settles).
+std::vector<float> KeptFirstShareIs(double share, int32_t vocab, const SamplingParams& p) {
+  const float tail_logit = static_cast<float>(std::log(1e-9));
+  const double tail_mass = std::exp(static_cast<double>(tail_logit));
+  std::vector<float> logits(vocab, tail_logit);
+  logits[0] = 0.0f;
+  size_t kept_tail = 0;
+  for (int round = 0; round < 16; ++round) {
+    const double rest = 1.0 / share - 1.0 - static_cast<double>(kept_tail) * tail_mass;
+    float a = static_cast<float>(std::log(rest));
+    while (rest - std::exp(static_cast<double>(a)) < 1e-7) a = std::nextafter(a, -kInf);
+    logits[1] = a;
+    logits[2] = static_cast<float>(std::log(rest - std::exp(static_cast<double>(a))));
+    const size_t kept = ReferenceDistribution(logits, p).dist.size() - 3;
+    if (kept == kept_tail) return logits;
+    kept_tail = kept;
+  }
+  ADD_FAILURE() << "the kept tail did not settle";
+  return logits;
+}
+
+// top-p's draw over the renormalised kept prefix (the fast path's second crossing) placed
+// within rounding of a cumulative boundary: the fast path declines, the full sort answers.
+TEST(SamplerFastPathTest, DeclinesAtBoundariesInsideTopPsKeptMass) {
+  constexpr int32_t kVocab = 1024;
+  Sampler sampler(kVocab);
+  SamplingParams p;
+  p.top_p = std::nextafter(1.0f, 0.0f);  // the cut falls inside the tail
+  int boundaries = 0;
+  for (uint64_t seed = 0; boundaries < 40; ++seed) {
+    const int64_t position = 5;
+    const double u = UniformDouble(seed, position);
+    if (u < 0.55 || u > 0.95) continue;
+    ++boundaries;
+    const std::vector<float> logits = KeptFirstShareIs(u, kVocab, p);
+    const Reference want = ReferenceDistribution(logits, p);
+    ASSERT_GT(want.dist.size(), 3u);
+    ASSERT_LT(want.dist.size(), static_cast<size_t>(kVocab)) << "top-p cut nothing";
+    const std::vector<int32_t> prompt(position, 9);
+    ASSERT_EQ(sampler.Sample(logits, p, {prompt, {}}, seed).token,
+              ReferenceToken(want, seed, position))
+        << "seed " << seed;
+  }
+  EXPECT_EQ(sampler.fast_path_declines(), boundaries);
+  // The same logits with the draw away from the boundary: answered by the fast path.
+  const std::vector<float> logits = KeptFirstShareIs(0.7, kVocab, p);
+  const Reference want = ReferenceDistribution(logits, p);
+  int away = 0;
+  for (uint64_t seed = 0; away < 40; ++seed) {
+    const double u = UniformDouble(seed, 0);
+    if (std::abs(u - 0.7) < 0.01) continue;
+    ++away;
+    ASSERT_EQ(sampler.Sample(logits, p, {}, seed).token, ReferenceToken(want, seed, 0));
+  }
+  EXPECT_EQ(sampler.fast_path_declines(), boundaries) << "declined away from the boundary";
+}
+
 
 // The fast path's error budget assumes ExpBelowMax within kExpBelowMaxError of exp: measured
 // here on this machine's SIMD target, with a factor of 16 to spare.

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <vector>
@@ -235,6 +236,59 @@ TEST(SamplerTest, RawLogprobs) {
   EXPECT_EQ(none.token, s.token);
   EXPECT_EQ(none.logprob, 0.0f);
   EXPECT_TRUE(none.top_logprobs.empty());
+}
+
+// The top logprobs at real vocabulary sizes (the floor-and-gather path for small k, the
+// partial sort for large k or a +inf logit) against a plain log-softmax in double and a full
+// sort by (logit descending, id ascending): the same tokens, logprobs within float rounding;
+// on tied, signed-zero, NaN and -inf logits.
+TEST(SamplerTest, TopLogprobsMatchAPlainSortAtVocabularySizes) {
+  std::mt19937 rng(5);
+  for (int32_t vocab : {32000, 151936}) {
+    Sampler sampler(vocab);
+    for (int shape = 0; shape < 5; ++shape) {
+      std::normal_distribution<float> normal(0.0f, 3.0f);
+      std::vector<float> logits(vocab);
+      for (float& l : logits) {
+        l = normal(rng);
+        const uint32_t r = rng() % 32;
+        if (shape == 1) l = std::round(l * 2.0f) * 0.5f;  // many ties
+        if (shape == 2 && r == 0) l = std::numeric_limits<float>::quiet_NaN();
+        if (shape == 2 && r == 1) l = -kInf;
+        if (shape == 3) l = r < 16 ? -0.0f : 0.0f;  // all tied, signed zeros
+        if (shape == 4 && r == 0) l = -kInf;
+      }
+      if (shape == 4) logits[vocab / 2] = kInf;  // the partial sort's case
+      std::vector<int32_t> order(vocab);
+      std::iota(order.begin(), order.end(), 0);
+      auto key = [&](int32_t t) { return std::isnan(logits[t]) ? -kInf : logits[t]; };
+      std::sort(order.begin(), order.end(), [&](int32_t a, int32_t b) {
+        return key(a) > key(b) || (key(a) == key(b) && a < b);
+      });
+      double top = -kInf, sum = 0.0;
+      for (int32_t t = 0; t < vocab; ++t) top = std::max(top, static_cast<double>(key(t)));
+      for (int32_t t = 0; t < vocab; ++t) sum += std::exp(key(t) - top);
+      const double lse = std::isfinite(top) ? top + std::log(sum) : top;
+      for (int k : {1, 5, 20, 500}) {
+        SamplingParams p = Params(0.0f);
+        p.logprobs = k;
+        const SampleResult r = sampler.Sample(logits, p, {}, 0);
+        ASSERT_EQ(r.top_logprobs.size(), static_cast<size_t>(k));
+        for (int i = 0; i < k; ++i) {
+          const int32_t want = order[i];
+          ASSERT_EQ(r.top_logprobs[i].token, want) << "vocab " << vocab << " shape " << shape
+                                                   << " k " << k << " rank " << i;
+          const float logprob = static_cast<float>(key(want) - lse);
+          if (std::isfinite(logprob)) {
+            EXPECT_NEAR(r.top_logprobs[i].logprob, logprob,
+                        1e-6f * std::max(1.0f, std::abs(logprob)));
+          } else {
+            EXPECT_TRUE(std::isnan(r.top_logprobs[i].logprob) == std::isnan(logprob));
+          }
+        }
+      }
+    }
+  }
 }
 
 // The vocabulary-sized sort (radix, with skipped passes) orders exactly as std::sort by
