@@ -43,6 +43,10 @@ struct BenchFlags {
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
   float temperature = 1.0f;
+  float top_p = 1.0f;
+  int32_t top_k = 0;
+  float min_p = 0.0f;
+  std::optional<int32_t> logprobs;
   EngineFlags engine_flags;
   engine::EngineConfig config;  // resolved from engine_flags
 };
@@ -143,6 +147,10 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
       r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
     }
     r.params.temperature = f.temperature;
+    r.params.top_p = f.top_p;
+    r.params.top_k = f.top_k;
+    r.params.min_p = f.min_p;
+    r.params.logprobs = f.logprobs;
     r.params.ignore_eos = true;
     r.params.max_tokens = f.output_len;
     r.params.seed = f.seed + i;
@@ -314,6 +322,13 @@ void RegisterBench(CLI::App& app) {
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
   tp->add_option("--temperature", f->temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
+  tp->add_option("--top-p", f->top_p, "nucleus sampling: the most likely tokens up to this mass")
+      ->capture_default_str();
+  tp->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0 or -1: all)")
+      ->capture_default_str();
+  tp->add_option("--min-p", f->min_p, "drop tokens below min-p x the most likely one's prob")
+      ->capture_default_str();
+  tp->add_option("--logprobs", f->logprobs, "return each token's logprob and the N most likely");
   AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kServe);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }
