@@ -100,9 +100,8 @@ class Sampler {
   // when it cannot prove it. Uses logits_; clobbers candidates_ and the scratch below.
   std::optional<int32_t> FastDraw(const SamplingParams& params, double u);
   // top-k without min-p, for a k small beside the vocabulary: candidates_ = the k largest
-  // finite logits_ (fewer when fewer are finite and the floor is finite), sorted, normalised,
-  // then top-p, as FilterAndSort makes them. False (nothing done) when fewer than k are
-  // finite: top-k cuts nothing.
+  // finite logits_, sorted, normalised, then top-p, as FilterAndSort makes them. False
+  // (candidates_ untouched) when fewer than k are finite: top-k cuts nothing.
   bool TopKPrefix(const SamplingParams& params);
   // Buckets the finite logits_ that pass min-p by distance from `max_logit` (bucket_,
   // bucket_count_; with_mass: also exp_ and bucket_mass_ as ComputeMass, and without min-p no

@@ -210,8 +210,9 @@ bool Sampler::TopKPrefix(const SamplingParams& params) {
   const float floor = KthLargestOf(maxima_, k);  // reorders maxima_
   in_range_.clear();
   IndicesAtLeast(logits_, floor, in_range_);
-  // Fewer than k finite (the floor was -inf): top-k cuts nothing, the mass path's case.
-  if (in_range_.size() <= static_cast<size_t>(k) && floor == -kInf) return false;
+  // Fewer than k: fewer than k are finite (the floor was -inf), top-k cuts nothing, the mass
+  // path's case. (A finite floor has at least k at or above it.)
+  if (in_range_.size() < static_cast<size_t>(k)) return false;
   sort_keys_.clear();
   for (int32_t i : in_range_) sort_keys_.push_back(SortWord(logits_[i], i));
   if (sort_keys_.size() > static_cast<size_t>(k)) {

@@ -4,7 +4,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <functional>
 #include <cstdint>
 #include <limits>
 #include <random>
@@ -103,6 +106,59 @@ TEST(ScanTest, IndicesInRangeMatchesPlainLoop) {
       }
       IndicesInRange(ids, first, last, got);
       EXPECT_EQ(got, want) << "n " << n << " range " << first << ".." << last;
+    }
+  }
+}
+
+// The group maxima (lengths around the 1,024-value chunks and 64-value runs: the vector body,
+// its tail and the scalar runs), the quotients bit for bit, the floor they give for every k,
+// and IndicesAtLeast against a plain loop; with NaN, infinities and ties.
+TEST(ScanTest, GroupMaximaFloorAndIndicesAtLeastMatchPlainLoops) {
+  std::mt19937 rng(13);
+  for (int specials = 0; specials < 2; ++specials) {
+    for (size_t n : {size_t{0}, size_t{1}, size_t{63}, size_t{64}, size_t{65}, size_t{1023},
+                     size_t{1024}, size_t{1025}, size_t{2111}, size_t{4096}, size_t{32000}}) {
+      std::vector<float> v = Logits(rng, n, specials);
+      for (float& x : v) x += std::uniform_real_distribution<float>(0.0f, 0.5f)(rng);
+      for (float divisor : {1.0f, 0.7f}) {
+        std::vector<float> q(n), maxima, maxima2;
+        DivideAndGroupMaxima(v, divisor, q.data(), maxima);
+        for (size_t i = 0; i < n; ++i) {
+          const float want = v[i] / divisor;
+          ASSERT_TRUE(std::memcmp(&q[i], &want, 4) == 0 || (std::isnan(q[i]) && std::isnan(want)))
+              << "n " << n << " i " << i;
+        }
+        GroupMaxima(q, maxima2);
+        EXPECT_EQ(maxima, maxima2) << "n " << n;
+        // Groups are disjoint and cover the values: as many finite maxima as groups holding a
+        // finite value, their largest the largest finite value.
+        std::vector<float> finite;
+        for (float x : q) {
+          if (std::isfinite(x)) finite.push_back(x);
+        }
+        std::sort(finite.begin(), finite.end(), std::greater<float>());
+        EXPECT_EQ(MaxFinite(maxima), finite.empty() ? -kInf : finite[0]) << "n " << n;
+        EXPECT_LE(maxima.size(), n / 16 + 64) << "n " << n;
+        for (int32_t k : {1, 2, 7, 50, 400}) {
+          std::vector<float> scratch = maxima;
+          const float floor = KthLargestOf(scratch, k);
+          if (floor == -kInf) continue;
+          ASSERT_GE(finite.size(), static_cast<size_t>(k));
+          EXPECT_LE(floor, finite[k - 1]) << "n " << n << " k " << k;  // under the k-th largest
+          std::vector<int32_t> want = {-7}, got = {-7};
+          for (size_t i = 0; i < n; ++i) {
+            if (std::isfinite(q[i]) && q[i] >= floor) want.push_back(static_cast<int32_t>(i));
+          }
+          IndicesAtLeast(q, floor, got);
+          EXPECT_EQ(got, want) << "n " << n << " k " << k;
+          EXPECT_GE(got.size(), static_cast<size_t>(k) + 1) << "n " << n << " k " << k;
+        }
+      }
+      EXPECT_EQ(MaxNotNaN(v), [&] {
+        float best = -kInf;
+        for (float x : v) best = x > best ? x : best;
+        return best;
+      }()) << "n " << n;
     }
   }
 }
