@@ -25,6 +25,7 @@
 
 #include "core/units.h"
 #include "engine/engine.h"
+#include "sampling/sampling_params.h"
 #include "tools/commands.h"
 #include "tools/engine_flags.h"
 
@@ -42,11 +43,7 @@ struct BenchFlags {
   int num_prefix_groups = 1;
   double request_rate = std::numeric_limits<double>::infinity();
   uint64_t seed = 0;
-  float temperature = 1.0f;
-  float top_p = 1.0f;
-  int32_t top_k = 0;
-  float min_p = 0.0f;
-  std::optional<int32_t> logprobs;
+  sampling::SamplingParams sampling;  // every request's (the flags set a few fields)
   EngineFlags engine_flags;
   engine::EngineConfig config;  // resolved from engine_flags
 };
@@ -146,11 +143,7 @@ std::vector<engine::EngineRequest> MakeRequests(const BenchFlags& f, int32_t voc
     while (static_cast<int>(r.prompt.size()) < f.input_len) {
       r.prompt.push_back(static_cast<int32_t>(rng() % vocab));
     }
-    r.params.temperature = f.temperature;
-    r.params.top_p = f.top_p;
-    r.params.top_k = f.top_k;
-    r.params.min_p = f.min_p;
-    r.params.logprobs = f.logprobs;
+    r.params = f.sampling;
     r.params.ignore_eos = true;
     r.params.max_tokens = f.output_len;
     r.params.seed = f.seed + i;
@@ -320,15 +313,19 @@ void RegisterBench(CLI::App& app) {
                  "request i shares group i % G's prefix")->capture_default_str();
   tp->add_option("--request-rate", f->request_rate, "arrivals per second (default: all at once)");
   tp->add_option("--seed", f->seed, "prompt and sampling seed")->capture_default_str();
-  tp->add_option("--temperature", f->temperature, "sampling temperature (0: greedy)")
+  tp->add_option("--temperature", f->sampling.temperature, "sampling temperature (0: greedy)")
       ->capture_default_str();
-  tp->add_option("--top-p", f->top_p, "nucleus sampling: the most likely tokens up to this mass")
+  tp->add_option("--top-p", f->sampling.top_p,
+                 "nucleus sampling: the most likely tokens up to this mass")
       ->capture_default_str();
-  tp->add_option("--top-k", f->top_k, "sample among the k most likely tokens (0 or -1: all)")
+  tp->add_option("--top-k", f->sampling.top_k,
+                 "sample among the k most likely tokens (0 or -1: all)")
       ->capture_default_str();
-  tp->add_option("--min-p", f->min_p, "drop tokens below min-p x the most likely one's prob")
+  tp->add_option("--min-p", f->sampling.min_p,
+                 "drop tokens below min-p x the most likely one's prob")
       ->capture_default_str();
-  tp->add_option("--logprobs", f->logprobs, "return each token's logprob and the N most likely");
+  tp->add_option("--logprobs", f->sampling.logprobs,
+                 "return each token's logprob and the N most likely");
   AddEngineFlags(tp, f->engine_flags, EngineFlagSet::kServe);
   tp->callback([f] { ReportFailure("bench throughput", RunThroughput(*f)); });
 }

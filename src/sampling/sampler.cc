@@ -225,8 +225,7 @@ SampleResult Sampler::Sample(std::span<const float> logits, const SamplingParams
 
 // Raw logprobs: log_softmax of the unprocessed logits; the log-sum-exp from SumExpBelowMax (a
 // fixed order, so the same value every time). The top ones: for a small k with a finite
-// largest logit, only those at or above a floor under the k-th (the group maxima's k-th) are
-// sorted; otherwise the whole vocabulary, partially.
+// largest logit, SortLargestFinite; otherwise the whole vocabulary, partially sorted.
 void Sampler::FillLogprobs(std::span<const float> logits, const SamplingParams& params,
                            SampleResult& result) {
   const float top = MaxNotNaN(logits);  // NaN counts as -inf
@@ -239,23 +238,16 @@ void Sampler::FillLogprobs(std::span<const float> logits, const SamplingParams& 
   const int32_t k = std::min(params.logprobs.value_or(0), vocab_size_);
   if (k <= 0) return;
   result.top_logprobs.reserve(k);
-  in_range_.clear();
-  if (std::isfinite(top) && int64_t{k} * 256 <= int64_t{vocab_size_}) {
+  // No +inf (top is finite): the k most likely are the k largest finite logits when there are
+  // k of them (-inf and NaN come last).
+  if (std::isfinite(top) && FloorPays(k)) {
     GroupMaxima(logits, maxima_);
-    const float floor = KthLargestOf(maxima_, k);
-    if (std::isfinite(floor)) IndicesAtLeast(logits, floor, in_range_);
-  }
-  // At least k at or above a finite floor under the k-th largest: the k largest among them.
-  if (in_range_.size() >= static_cast<size_t>(k)) {
-    sort_keys_.clear();
-    for (int32_t i : in_range_) sort_keys_.push_back(SortWord(logits[i], i));
-    std::nth_element(sort_keys_.begin(), sort_keys_.begin() + (k - 1), sort_keys_.end());
-    std::sort(sort_keys_.begin(), sort_keys_.begin() + k);
-    for (int32_t i = 0; i < k; ++i) {
-      const int32_t t = TokenOf(sort_keys_[i]);
-      result.top_logprobs.push_back({t, logprob(t)});
+    if (SortLargestFinite(logits, k)) {
+      for (uint64_t word : sort_keys_) {
+        result.top_logprobs.push_back({TokenOf(word), logprob(TokenOf(word))});
+      }
+      return;
     }
-    return;
   }
   std::iota(order_.begin(), order_.end(), 0);
   std::partial_sort(order_.begin(), order_.begin() + k, order_.end(), [&](int32_t a, int32_t b) {

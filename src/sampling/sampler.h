@@ -103,6 +103,13 @@ class Sampler {
   // finite logits_, sorted, normalised, then top-p, as FilterAndSort makes them. False
   // (candidates_ untouched) when fewer than k are finite: top-k cuts nothing.
   bool TopKPrefix(const SamplingParams& params);
+  // Whether SortLargestFinite pays for k: few values above its floor (about vocabulary / 64
+  // group maxima, a floor from at most a quarter of them).
+  bool FloorPays(int32_t k) const { return int64_t{k} * 256 <= vocab_size_; }
+  // sort_keys_ = the sort words of the k largest finite `values`, sorted: only those at or
+  // above the floor the group maxima in maxima_ (of these values) give (scan.h: KthLargestOf)
+  // are gathered. False when fewer than k are finite. Reorders maxima_; uses in_range_.
+  bool SortLargestFinite(std::span<const float> values, int32_t k);
   // Buckets the finite logits_ that pass min-p by distance from `max_logit` (bucket_,
   // bucket_count_; with_mass: also exp_ and bucket_mass_ as ComputeMass, and without min-p no
   // bucket_count_: counted_ false); returns how many passed.
@@ -113,7 +120,8 @@ class Sampler {
   void ComputeMass(float max_logit);
   // The first survivor (in candidate order) whose cumulative mass passes `goal`, or nullopt
   // when rounding could change the answer: the full pipeline's cumulative sums, as fractions of
-  // `scale`, may differ from this path's by up to `margin` (CrossingMargin). Needs ComputeMass.
+  // `scale`, may differ from this path's by up to `margin` (sampler_fast.cc: CrossingMargin).
+  // Needs ComputeMass.
   struct Crossing {
     int32_t bucket = 0;  // its bucket
     int32_t index = 0;   // its place among the bucket's survivors, in candidate order

@@ -39,8 +39,8 @@ namespace {
 constexpr int32_t kBuckets = 4096;
 constexpr float kBucketsPerNat = 64.0f;  // distances of 64 nats and more share the last bucket
 constexpr uint16_t kNoBucket = 0xFFFF;
-constexpr int32_t kMassBlock = 2048;  // logits per block of BucketSurvivors' mass pass
 constexpr uint16_t kMinPBand = 0xFFFE;  // BucketIds: min-p undecided
+constexpr int32_t kMassBlock = 2048;  // logits per block of BucketSurvivors' mass pass
 constexpr float kInf = std::numeric_limits<float>::infinity();
 constexpr double kUnitRoundoff = 0x1.0p-53;
 
@@ -76,6 +76,13 @@ KVSERVE_SAMPLING_CLONES void BucketIds(std::span<const float> logits, float max_
     const uint16_t band = x >= drop_below ? kMinPBand : kNoBucket;
     bucket[i] = !finite ? kNoBucket : x > keep_above ? b : band;
   }
+}
+
+// How far apart the full pipeline's cumulative fractions and this path's may be, with n
+// survivors (the header's bound).
+double CrossingMargin(int64_t survivors) {
+  return 16.0 * static_cast<double>(survivors + kBuckets + 2) * kUnitRoundoff +
+         4.0 * kExpBelowMaxError;
 }
 
 }  // namespace
@@ -205,21 +212,24 @@ void Sampler::FinishOnPrefix(int64_t count, int32_t last_bucket, const SamplingP
   NormaliseAndCut(params);
 }
 
-bool Sampler::TopKPrefix(const SamplingParams& params) {
-  const int32_t k = params.top_k;
-  const float floor = KthLargestOf(maxima_, k);  // reorders maxima_
+bool Sampler::SortLargestFinite(std::span<const float> values, int32_t k) {
+  const float floor = KthLargestOf(maxima_, k);
   in_range_.clear();
-  IndicesAtLeast(logits_, floor, in_range_);
-  // Fewer than k: fewer than k are finite (the floor was -inf), top-k cuts nothing, the mass
-  // path's case. (A finite floor has at least k at or above it.)
+  IndicesAtLeast(values, floor, in_range_);
+  // Fewer than k: fewer than k are finite (the floor was -inf). A finite floor has at least k
+  // at or above it.
   if (in_range_.size() < static_cast<size_t>(k)) return false;
   sort_keys_.clear();
-  for (int32_t i : in_range_) sort_keys_.push_back(SortWord(logits_[i], i));
-  if (sort_keys_.size() > static_cast<size_t>(k)) {
-    std::nth_element(sort_keys_.begin(), sort_keys_.begin() + k, sort_keys_.end());
-    sort_keys_.resize(static_cast<size_t>(k));
-  }
+  for (int32_t i : in_range_) sort_keys_.push_back(SortWord(values[i], i));
+  std::nth_element(sort_keys_.begin(), sort_keys_.begin() + (k - 1), sort_keys_.end());
+  sort_keys_.resize(static_cast<size_t>(k));
   std::sort(sort_keys_.begin(), sort_keys_.end());
+  return true;
+}
+
+bool Sampler::TopKPrefix(const SamplingParams& params) {
+  // Fewer than k finite: top-k cuts nothing, the mass path's case.
+  if (!SortLargestFinite(logits_, params.top_k)) return false;
   CandidatesFromKeys(sort_keys_.size());
   NormaliseAndCut(params);
   return true;
@@ -230,10 +240,8 @@ std::optional<int32_t> Sampler::FastDraw(const SamplingParams& params, double u)
   if (max_logit == -kInf) return std::nullopt;  // nothing finite: FilterAndSort's fallback
   const bool top_k_may_cut = params.top_k > 0 && params.top_k < vocab_size_;
   // A small k without min-p: the k largest straight from a floor under the k-th, none
-  // bucketed (~vocab / 64 group maxima; a floor from a quarter of them or fewer leaves few
-  // above it).
-  if (top_k_may_cut && params.min_p <= 0.0f &&
-      int64_t{params.top_k} * 256 <= int64_t{vocab_size_} && TopKPrefix(params)) {
+  // bucketed.
+  if (top_k_may_cut && params.min_p <= 0.0f && FloorPays(params.top_k) && TopKPrefix(params)) {
     return Draw(u);
   }
   const int64_t survivors = BucketSurvivors(params, max_logit, !top_k_may_cut);
@@ -251,8 +259,7 @@ std::optional<int32_t> Sampler::FastDraw(const SamplingParams& params, double u)
   // Both sides' cumulative sums, as fractions of the same mass, are within margin / 4 of the
   // exact ones (the header's bound); a prefix's fractions of itself too (the full pipeline
   // renormalises it: one more rounding per term, inside the factor 16).
-  const double margin = 16.0 * static_cast<double>(survivors + kBuckets + 2) * kUnitRoundoff +
-                        4.0 * kExpBelowMaxError;
+  const double margin = CrossingMargin(survivors);
   if (params.top_p >= 1.0f) {
     const std::optional<Crossing> drawn = FindCrossing(u * total, total, margin);
     if (!drawn) return std::nullopt;
